@@ -1,0 +1,12 @@
+// Subcommands of the tide program; each registers its flags and a callback that does the work.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace tide::cli {
+
+void add_generate_command(CLI::App& app);
+void add_logits_command(CLI::App& app);
+void add_tokenize_commands(CLI::App& app);  // tokenize and detokenize
+
+}  // namespace tide::cli

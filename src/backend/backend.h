@@ -1,0 +1,86 @@
+// Backend: the narrow op interface the model's forward pass is written against. One implementation per
+// device (cpu/ is the reference and the executable specification; cuda/ comes later). All tensors passed to
+// ops live in the backend's memory; activations are f32 on the CPU backend.
+//
+// Shapes use T = tokens in the batch, S = sequences in the batch, H = hidden size, D = head dim.
+// The fused qkv activation is [T, (num_heads + 2 * num_heads_kv) * D]: q heads, then k heads, then v heads.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/tensor.h"
+
+namespace tide {
+
+inline constexpr int32_t kNullBlock = -1;  // block-table entry that is not backed by memory; never read
+
+struct AttentionShape {
+  int64_t num_heads = 0;
+  int64_t num_heads_kv = 0;
+  int64_t head_dim = 0;
+};
+
+// Per-forward description of where each token's keys and values live, for one layer group.
+struct AttentionBatch {
+  Tensor positions;      // [T] i32: position of each token in its sequence
+  Tensor seq_starts;     // [S + 1] i32: tokens of sequence s are [seq_starts[s], seq_starts[s+1])
+  Tensor block_tables;   // [S, max_blocks] i32: physical block of logical block i, or kNullBlock
+  Tensor slot_mapping;   // [T] i64: block * block_size + offset where the token's K/V are stored
+  int64_t block_size = 0;
+};
+
+// KV storage of one layer group: [num_blocks, num_layers_in_group, 2 (K, V), block_size, num_heads_kv, D].
+struct KvStorage {
+  Tensor data;
+  int64_t num_layers = 0;
+  int64_t block_size = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+
+  // --- memory ---
+
+  // Zero-filled tensor in backend memory.
+  virtual Tensor alloc(DType dtype, Shape shape) = 0;
+  // Copies `host` (elements of `host_dtype`, possibly unaligned) into a new backend tensor of the
+  // backend's choice of dtype for weights (weight_dtype()) or, for integer data, the same dtype.
+  virtual Tensor upload(const void* host, DType host_dtype, Shape shape) = 0;
+  // Copies a backend tensor into host memory (`host` holds t.nbytes()).
+  virtual void download(const Tensor& t, void* host) = 0;
+  // The dtype weights are stored in after upload().
+  virtual DType weight_dtype() const = 0;
+
+  // --- ops (out never aliases an input unless the contract says so) ---
+
+  // out[t] = table[ids[t]].  out: [T, H], table: [V, H], ids: [T] i32 (checked against V).
+  virtual void embedding(Tensor out, const Tensor& table, const Tensor& ids) = 0;
+  // out[i] = x[rows[i]].  out: [R, H], x: [T, H], rows: [R] i32.
+  virtual void gather_rows(Tensor out, const Tensor& x, const Tensor& rows) = 0;
+  // LayerNorm without bias: out = w * (x - mean) / sqrt(var + eps).  x, out: [T, H] (may alias), w: [H].
+  virtual void layer_norm(Tensor out, const Tensor& x, const Tensor& weight, float eps) = 0;
+  // out = alpha * x @ w^T.  out: [T, N], x: [T, K], w: [N, K].
+  virtual void matmul(Tensor out, const Tensor& x, const Tensor& w, float alpha) = 0;
+  // Interleaved (GPT-J) rotary embedding, in place, on heads [0, num_rope_heads) of each qkv row: the pair
+  // (x[2j], x[2j+1]) of a token at position p turns by angle = f32(p) * inv_freq[j], computed in f32.
+  // qkv: [T, num_heads_total * D], positions: [T] i32, inv_freq: [D / 2] f32.
+  virtual void rope(Tensor qkv, const Tensor& positions, const Tensor& inv_freq, int64_t num_rope_heads) = 0;
+  // Writes the k and v heads of each qkv row into layer `layer` of `kv` at slot_mapping[t].
+  virtual void store_kv(KvStorage& kv, int64_t layer, const Tensor& qkv, const Tensor& slot_mapping,
+                        const AttentionShape& shape) = 0;
+  // Causal attention of each token's q heads over keys [max(0, p - window + 1), p] of its sequence
+  // (window = kGlobalWindow: [0, p]), read from `kv` through the block tables; keys of the current batch
+  // must already be stored. GQA: q head h reads kv head h / (num_heads / num_heads_kv). Scale D^-0.5.
+  // out: [T, num_heads * D]. Never reads a block outside the window or a kNullBlock entry.
+  virtual void attention(Tensor out, const Tensor& qkv, const KvStorage& kv, int64_t layer,
+                         const AttentionBatch& batch, const AttentionShape& shape, int64_t window) = 0;
+  // out = silu(gate) * up, where gate_up: [T, 2 * I] holds gate in [:, :I] and up in [:, I:]; out: [T, I].
+  virtual void silu_mul(Tensor out, const Tensor& gate_up) = 0;
+  // out = a + b, elementwise, same shapes; out may alias a or b.
+  virtual void add(Tensor out, const Tensor& a, const Tensor& b) = 0;
+};
+
+}  // namespace tide

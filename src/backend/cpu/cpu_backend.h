@@ -1,0 +1,32 @@
+// CpuBackend: the reference implementation of every op. Reference, not fast: plain loops with f32
+// storage and f32 accumulation (OpenBLAS sgemm for matmul), written to be read next to cohere2.md.
+// Other backends are tested against these ops.
+#pragma once
+
+#include "backend/backend.h"
+
+namespace tide {
+
+class CpuBackend final : public Backend {
+ public:
+  std::string name() const override { return "cpu"; }
+
+  Tensor alloc(DType dtype, Shape shape) override;
+  Tensor upload(const void* host, DType host_dtype, Shape shape) override;
+  void download(const Tensor& t, void* host) override;
+  DType weight_dtype() const override { return DType::kF32; }
+
+  void embedding(Tensor out, const Tensor& table, const Tensor& ids) override;
+  void gather_rows(Tensor out, const Tensor& x, const Tensor& rows) override;
+  void layer_norm(Tensor out, const Tensor& x, const Tensor& weight, float eps) override;
+  void matmul(Tensor out, const Tensor& x, const Tensor& w, float alpha) override;
+  void rope(Tensor qkv, const Tensor& positions, const Tensor& inv_freq, int64_t num_rope_heads) override;
+  void store_kv(KvStorage& kv, int64_t layer, const Tensor& qkv, const Tensor& slot_mapping,
+                const AttentionShape& shape) override;
+  void attention(Tensor out, const Tensor& qkv, const KvStorage& kv, int64_t layer, const AttentionBatch& batch,
+                 const AttentionShape& shape, int64_t window) override;
+  void silu_mul(Tensor out, const Tensor& gate_up) override;
+  void add(Tensor out, const Tensor& a, const Tensor& b) override;
+};
+
+}  // namespace tide

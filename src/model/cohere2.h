@@ -1,0 +1,45 @@
+// Cohere2Model: the Cohere2ForCausalLM forward pass (design/cohere2.md), written once against the Backend
+// interface. One call runs a whole batch (prefill chunks and decode tokens of many sequences) over the paged
+// KV cache and returns logits only for the requested tokens. Owns no KV memory and no scheduling policy.
+#pragma once
+
+#include <filesystem>
+#include <vector>
+
+#include "backend/backend.h"
+#include "model/config.h"
+#include "model/forward_batch.h"
+#include "model/weights.h"
+
+namespace tide {
+
+class Cohere2Model {
+ public:
+  Cohere2Model(ModelConfig config, Cohere2Weights weights, Backend& backend);
+  // Reads DIR/config.json and the safetensors checkpoint, validates and uploads. Throws tide::Error.
+  static Cohere2Model load(const std::filesystem::path& dir, Backend& backend);
+
+  const ModelConfig& config() const { return config_; }
+  Backend& backend() const { return *backend_; }
+
+  // Bytes of one KV block of layer group `group` (K and V of all its layers for block_size positions).
+  int64_t kv_block_bytes(int group, int64_t block_size) const;
+  // Allocates KV storage for each layer group: num_blocks[g] blocks of block_size positions.
+  std::vector<KvStorage> allocate_kv(int64_t block_size, const std::vector<int32_t>& num_blocks) const;
+
+  // Runs one step. Writes the new tokens' K/V into `kv` (one storage per group) through the batch's block
+  // tables, then returns logits [batch.logit_indices.size(), vocab] (f32, in backend memory).
+  Tensor forward(const ForwardBatch& batch, std::vector<KvStorage>& kv) const;
+
+ private:
+  AttentionShape attention_shape() const {
+    return AttentionShape{config_.num_heads, config_.num_heads_kv, config_.head_dim};
+  }
+
+  ModelConfig config_;
+  Cohere2Weights weights_;
+  Tensor rope_inv_freq_;  // [head_dim / 2] f32, from ModelConfig::rope_inv_freq()
+  Backend* backend_;
+};
+
+}  // namespace tide

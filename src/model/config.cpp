@@ -1,0 +1,228 @@
+#include "model/config.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "core/dtype.h"
+#include "core/error.h"
+
+namespace tide {
+namespace {
+
+using nlohmann::json;
+
+// --- typed field access with errors that name the field ---
+
+class Fields {
+ public:
+  Fields(const json& j, const std::string& source) : j_(j), source_(source) {}
+
+  bool has(const char* key) const { return j_.contains(key) && !j_.at(key).is_null(); }
+
+  const json& at(const char* key) const {
+    if (!has(key)) fail("{}: missing required field '{}'", source_, key);
+    return j_.at(key);
+  }
+
+  int64_t integer(const char* key) const { return integer_of(at(key), key); }
+  int64_t integer(const char* key, int64_t fallback) const { return has(key) ? integer(key) : fallback; }
+
+  int64_t positive(const char* key) const {
+    const int64_t v = integer(key);
+    if (v <= 0) fail("{}: field '{}' must be positive, got {}", source_, key, v);
+    return v;
+  }
+
+  double number(const char* key) const { return number_of(at(key), key); }
+  double number(const char* key, double fallback) const { return has(key) ? number(key) : fallback; }
+
+  bool boolean(const char* key, bool fallback) const {
+    if (!has(key)) return fallback;
+    if (!j_.at(key).is_boolean()) fail("{}: field '{}' must be a boolean", source_, key);
+    return j_.at(key).get<bool>();
+  }
+
+  std::string string(const char* key, const std::string& fallback) const {
+    if (!has(key)) return fallback;
+    if (!j_.at(key).is_string()) fail("{}: field '{}' must be a string", source_, key);
+    return j_.at(key).get<std::string>();
+  }
+
+  int64_t integer_of(const json& v, const std::string& what) const {
+    if (!v.is_number_integer()) fail("{}: field '{}' must be an integer", source_, what);
+    return v.get<int64_t>();
+  }
+
+  double number_of(const json& v, const std::string& what) const {
+    if (!v.is_number()) fail("{}: field '{}' must be a number", source_, what);
+    return v.get<double>();
+  }
+
+  const std::string& source() const { return source_; }
+
+ private:
+  const json& j_;
+  const std::string& source_;
+};
+
+int32_t token_id(const Fields& f, const json& v, const std::string& what) {
+  const int64_t id = f.integer_of(v, what);
+  if (id < 0 || id > INT32_MAX) fail("{}: field '{}' is not a valid token id: {}", f.source(), what, id);
+  return static_cast<int32_t>(id);
+}
+
+double rope_theta_of(const Fields& f, const json& j) {
+  // Newer configs: rope_parameters {rope_type, rope_theta}; older: top-level rope_theta (+ rope_scaling).
+  if (f.has("rope_parameters")) {
+    const json& rp = j.at("rope_parameters");
+    if (!rp.is_object()) fail("{}: field 'rope_parameters' must be an object", f.source());
+    Fields rf(rp, f.source());
+    const std::string type = rf.string("rope_type", "default");
+    if (type != "default") {
+      fail("{}: field 'rope_parameters.rope_type' is '{}': rope scaling is not supported", f.source(), type);
+    }
+    if (rf.has("rope_theta")) return rf.number("rope_theta");
+  }
+  if (f.has("rope_scaling")) {
+    const json& rs = j.at("rope_scaling");
+    const bool is_default = rs.is_object() && rs.value("rope_type", rs.value("type", "")) == "default";
+    if (!is_default) fail("{}: field 'rope_scaling' is set: rope scaling is not supported", f.source());
+  }
+  return f.number("rope_theta");
+}
+
+// Per-layer sliding flags from layer_types (newer) or sliding_window_pattern (older, default 4).
+std::vector<bool> sliding_layers(const Fields& f, const json& j, int64_t num_layers) {
+  std::vector<bool> sliding(static_cast<size_t>(num_layers));
+  if (f.has("layer_types")) {
+    const json& types = j.at("layer_types");
+    if (!types.is_array()) fail("{}: field 'layer_types' must be a list", f.source());
+    if (static_cast<int64_t>(types.size()) != num_layers) {
+      fail("{}: field 'layer_types' has {} entries but num_hidden_layers is {}", f.source(), types.size(),
+           num_layers);
+    }
+    for (size_t i = 0; i < types.size(); ++i) {
+      const std::string kind = types[i].is_string() ? types[i].get<std::string>() : "";
+      if (kind == "sliding_attention") {
+        sliding[i] = true;
+      } else if (kind == "full_attention") {
+        sliding[i] = false;
+      } else {
+        fail("{}: field 'layer_types[{}]' must be \"sliding_attention\" or \"full_attention\", got {}",
+             f.source(), i, types[i].dump());
+      }
+    }
+    return sliding;
+  }
+  const int64_t pattern = f.integer("sliding_window_pattern", 4);
+  if (pattern <= 0) fail("{}: field 'sliding_window_pattern' must be positive, got {}", f.source(), pattern);
+  for (int64_t i = 0; i < num_layers; ++i) sliding[static_cast<size_t>(i)] = (i + 1) % pattern != 0;
+  return sliding;
+}
+
+void build_groups(ModelConfig& c) {
+  std::map<int64_t, int> group_of_window;
+  for (int i = 0; i < static_cast<int>(c.layers.size()); ++i) {
+    LayerSpec& layer = c.layers[static_cast<size_t>(i)];
+    auto [it, inserted] = group_of_window.emplace(layer.window, static_cast<int>(c.groups.size()));
+    if (inserted) c.groups.push_back(LayerGroup{layer.window, {}});
+    LayerGroup& group = c.groups[static_cast<size_t>(it->second)];
+    layer.group_idx = it->second;
+    layer.layer_idx_in_group = group.num_layers();
+    group.layers.push_back(i);
+  }
+}
+
+}  // namespace
+
+ModelConfig ModelConfig::from_json(const json& j, const std::string& source) {
+  if (!j.is_object()) fail("{}: config must be a JSON object", source);
+  const Fields f(j, source);
+  ModelConfig c;
+
+  const json& archs = f.at("architectures");
+  if (!archs.is_array() || archs.empty() || !archs[0].is_string()) {
+    fail("{}: field 'architectures' must be a non-empty list of strings", source);
+  }
+  c.architecture = archs[0].get<std::string>();
+  if (c.architecture != "Cohere2ForCausalLM") {
+    fail("{}: field 'architectures' names '{}': tide supports Cohere2ForCausalLM", source, c.architecture);
+  }
+  const std::string act = f.string("hidden_act", "silu");
+  if (act != "silu") fail("{}: field 'hidden_act' is '{}': only 'silu' is supported", source, act);
+  if (f.boolean("attention_bias", false)) fail("{}: field 'attention_bias' is true: biases are not supported", source);
+
+  c.vocab_size = f.positive("vocab_size");
+  c.hidden_size = f.positive("hidden_size");
+  c.intermediate_size = f.positive("intermediate_size");
+  c.num_layers = f.positive("num_hidden_layers");
+  c.num_heads = f.positive("num_attention_heads");
+  c.num_heads_kv = f.has("num_key_value_heads") ? f.positive("num_key_value_heads") : c.num_heads;
+  c.max_position_embeddings = f.positive("max_position_embeddings");
+  c.layer_norm_eps = f.number("layer_norm_eps");
+  c.logit_scale = f.number("logit_scale", 1.0);
+  c.rope_theta = rope_theta_of(f, j);
+  c.tie_word_embeddings = f.boolean("tie_word_embeddings", true);
+  c.dtype = f.string("dtype", f.string("torch_dtype", ""));
+
+  if (c.vocab_size > INT32_MAX) fail("{}: field 'vocab_size' is too large: {}", source, c.vocab_size);
+  if (c.hidden_size % c.num_heads != 0) {
+    fail("{}: field 'hidden_size' ({}) is not divisible by 'num_attention_heads' ({})", source, c.hidden_size,
+         c.num_heads);
+  }
+  c.head_dim = c.hidden_size / c.num_heads;
+  if (c.head_dim % 2 != 0) fail("{}: head_dim {} (hidden_size / num_attention_heads) must be even", source, c.head_dim);
+  if (c.num_heads % c.num_heads_kv != 0) {
+    fail("{}: field 'num_attention_heads' ({}) is not divisible by 'num_key_value_heads' ({})", source,
+         c.num_heads, c.num_heads_kv);
+  }
+  if (!(c.layer_norm_eps > 0)) fail("{}: field 'layer_norm_eps' must be positive", source);
+  if (!(c.rope_theta > 0)) fail("{}: field 'rope_theta' must be positive", source);
+
+  if (f.has("bos_token_id")) c.bos_token_id = token_id(f, j.at("bos_token_id"), "bos_token_id");
+  if (f.has("pad_token_id")) c.pad_token_id = token_id(f, j.at("pad_token_id"), "pad_token_id");
+  if (f.has("eos_token_id")) {
+    const json& eos = j.at("eos_token_id");
+    if (eos.is_array()) {
+      for (size_t i = 0; i < eos.size(); ++i) c.eos_token_ids.push_back(token_id(f, eos[i], "eos_token_id"));
+    } else {
+      c.eos_token_ids.push_back(token_id(f, eos, "eos_token_id"));
+    }
+  }
+
+  const std::vector<bool> sliding = sliding_layers(f, j, c.num_layers);
+  const bool any_sliding = std::find(sliding.begin(), sliding.end(), true) != sliding.end();
+  const int64_t window = any_sliding ? f.positive("sliding_window") : 0;
+  for (bool s : sliding) c.layers.push_back(LayerSpec{s ? window : kGlobalWindow, s, 0, 0});
+  build_groups(c);
+  return c;
+}
+
+std::vector<float> ModelConfig::rope_inv_freq() const {
+  std::vector<float> inv_freq(static_cast<size_t>(head_dim / 2));
+  for (size_t j = 0; j < inv_freq.size(); ++j) {
+    const float exponent = static_cast<float>(2 * j) / static_cast<float>(head_dim);
+    float f = 1.0f / std::pow(static_cast<float>(rope_theta), exponent);
+    if (dtype == "bfloat16") f = bf16_to_f32(f32_to_bf16(f));
+    if (dtype == "float16") f = f16_to_f32(f32_to_f16(f));
+    inv_freq[j] = f;
+  }
+  return inv_freq;
+}
+
+ModelConfig ModelConfig::from_dir(const std::filesystem::path& dir) {
+  const std::filesystem::path path = dir / "config.json";
+  std::ifstream in(path);
+  if (!in) fail("cannot open {}", path.string());
+  std::stringstream text;
+  text << in.rdbuf();
+  json j = json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) fail("{}: not valid JSON", path.string());
+  return from_json(j, path.string());
+}
+
+}  // namespace tide

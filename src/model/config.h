@@ -1,0 +1,77 @@
+// ModelConfig: what tide needs from a Hugging Face config.json, validated. Each layer carries its own
+// attention kind (window or global, RoPE or none); layers that share a window form a LayerGroup, which is
+// the unit the KV cache pools by. Non-goals: architectures other than Cohere2ForCausalLM (for now).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace tide {
+
+inline constexpr int64_t kGlobalWindow = 0;  // LayerSpec::window / LayerGroup::window of a global layer
+
+struct LayerSpec {
+  int64_t window = kGlobalWindow;  // keys p-window+1 .. p are attended; kGlobalWindow: keys 0 .. p
+  bool rope = false;               // rotary embedding on q and k (Cohere2: sliding layers only)
+  int group_idx = 0;               // index into ModelConfig::groups
+  int layer_idx_in_group = 0;      // this layer's slot inside its group's KV blocks
+
+  bool is_global() const { return window == kGlobalWindow; }
+};
+
+struct LayerGroup {
+  int64_t window = kGlobalWindow;
+  std::vector<int> layers;  // model layer indices, ascending
+
+  bool is_global() const { return window == kGlobalWindow; }
+  int num_layers() const { return static_cast<int>(layers.size()); }
+};
+
+struct ModelConfig {
+  std::string architecture;  // "Cohere2ForCausalLM"
+  int64_t vocab_size = 0;
+  int64_t hidden_size = 0;
+  int64_t intermediate_size = 0;
+  int64_t num_layers = 0;
+  int64_t num_heads = 0;
+  int64_t num_heads_kv = 0;
+  int64_t head_dim = 0;  // hidden_size / num_heads (transformers ignores config.json's head_dim)
+  int64_t max_position_embeddings = 0;
+  double layer_norm_eps = 1e-5;
+  double logit_scale = 1.0;
+  double rope_theta = 10000.0;
+  bool tie_word_embeddings = true;
+  std::optional<int32_t> bos_token_id;
+  std::vector<int32_t> eos_token_ids;  // config.json's eos_token_id (an int or a list)
+  std::optional<int32_t> pad_token_id;
+  // config.json "dtype" (or older "torch_dtype"): the dtype transformers instantiates the model in. It also
+  // decides the precision of transformers' RoPE inv_freq buffer (see rope_inv_freq()). Empty when absent.
+  std::string dtype;
+
+  std::vector<LayerSpec> layers;   // [num_layers]
+  std::vector<LayerGroup> groups;  // in order of first appearance
+
+  // Parses and validates a config.json object. `source` names the file in error messages.
+  // Throws tide::Error naming the field for unknown architectures, unsupported features (rope scaling,
+  // biases, activations), missing or mistyped fields and inconsistent sizes.
+  static ModelConfig from_json(const nlohmann::json& json, const std::string& source);
+  // Reads DIR/config.json.
+  static ModelConfig from_dir(const std::filesystem::path& dir);
+
+  // RoPE inverse frequencies [head_dim / 2]: 1 / theta^(2j / head_dim) computed in f32 as transformers
+  // does, then rounded to `dtype` when that is bfloat16 or float16: transformers keeps inv_freq as a model
+  // buffer, so loading a bf16 checkpoint casts it to bf16, and the reference outputs of such checkpoints
+  // (and the models' own training code) use the rounded frequencies.
+  std::vector<float> rope_inv_freq() const;
+
+  int64_t q_size() const { return num_heads * head_dim; }
+  int64_t kv_size() const { return num_heads_kv * head_dim; }
+  int64_t qkv_size() const { return q_size() + 2 * kv_size(); }
+};
+
+}  // namespace tide

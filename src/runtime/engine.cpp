@@ -1,0 +1,165 @@
+#include "runtime/engine.h"
+
+#include <algorithm>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+
+namespace tide {
+namespace {
+
+// Same number of blocks in every pool, as many as the budget allows. (The window-aware manager sizes
+// sliding pools by need instead.)
+std::vector<PoolSpec> pool_specs(const Cohere2Model& model, const EngineOptions& options) {
+  if (options.block_size <= 0) fail("--block-size must be positive, got {}", options.block_size);
+  int64_t bytes_per_block_all_pools = 0;
+  for (size_t g = 0; g < model.config().groups.size(); ++g) {
+    bytes_per_block_all_pools += model.kv_block_bytes(static_cast<int>(g), options.block_size);
+  }
+  const int64_t num_blocks = options.kv_cache_memory / bytes_per_block_all_pools;
+  if (num_blocks < 1) {
+    fail("KV cache memory of {} bytes holds no block (one block in every pool needs {} bytes)",
+         options.kv_cache_memory, bytes_per_block_all_pools);
+  }
+  std::vector<PoolSpec> specs;
+  for (const LayerGroup& g : model.config().groups) {
+    specs.push_back(PoolSpec{g.window, static_cast<int32_t>(std::min<int64_t>(num_blocks, INT32_MAX))});
+  }
+  return specs;
+}
+
+// EOS ids from generation_config.json (an int or a list), when the file exists.
+std::vector<int32_t> generation_config_eos(const std::filesystem::path& dir) {
+  std::ifstream in(dir / "generation_config.json");
+  if (!in) return {};
+  const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("eos_token_id")) return {};
+  std::vector<int32_t> ids;
+  const nlohmann::json& eos = j.at("eos_token_id");
+  for (const nlohmann::json& v : eos.is_array() ? eos : nlohmann::json::array({eos})) {
+    if (!v.is_number_integer()) fail("{}: eos_token_id must be integers", (dir / "generation_config.json").string());
+    ids.push_back(v.get<int32_t>());
+  }
+  return ids;
+}
+
+}  // namespace
+
+Engine::Engine(const std::filesystem::path& model_dir, std::unique_ptr<Backend> backend, EngineOptions options)
+    : backend_(std::move(backend)),
+      model_(Cohere2Model::load(model_dir, *backend_)),
+      tokenizer_(Tokenizer::from_dir(model_dir)),
+      options_(options),
+      kv_manager_(options.block_size, pool_specs(model_, options)) {
+  if (options_.max_prefill_chunk <= 0) fail("prefill chunk must be positive, got {}", options_.max_prefill_chunk);
+  std::vector<int32_t> num_blocks;
+  for (int p = 0; p < kv_manager_.num_pools(); ++p) num_blocks.push_back(kv_manager_.spec(p).num_blocks);
+  kv_storage_ = model_.allocate_kv(options_.block_size, num_blocks);
+
+  stop_ids_ = generation_config_eos(model_dir);
+  for (int32_t id : config().eos_token_ids) stop_ids_.push_back(id);
+  if (tokenizer_.eos_id()) stop_ids_.push_back(*tokenizer_.eos_id());
+  std::sort(stop_ids_.begin(), stop_ids_.end());
+  stop_ids_.erase(std::unique(stop_ids_.begin(), stop_ids_.end()), stop_ids_.end());
+}
+
+void Engine::check_prompt(std::span<const int32_t> prompt, int64_t max_new_tokens) const {
+  if (prompt.empty()) fail("the prompt is empty");
+  for (int32_t id : prompt) {
+    if (id < 0 || id >= config().vocab_size) {
+      fail("prompt token id {} is out of range (vocabulary size {})", id, config().vocab_size);
+    }
+  }
+  const int64_t total = static_cast<int64_t>(prompt.size()) + max_new_tokens;
+  if (total > config().max_position_embeddings) {
+    fail("prompt ({} tokens) + max tokens ({}) exceeds the model's maximum length {}", prompt.size(),
+         max_new_tokens, config().max_position_embeddings);
+  }
+  SequenceKv probe = kv_manager_.create_sequence();
+  if (!kv_manager_.can_allocate(probe, total)) {
+    fail("prompt ({} tokens) + max tokens ({}) does not fit in the KV cache; raise the KV cache memory",
+         prompt.size(), max_new_tokens);
+  }
+}
+
+std::vector<std::vector<float>> Engine::extend(SequenceKv& seq, std::span<const int32_t> tokens,
+                                               const std::function<bool(size_t)>& want_logits) {
+  std::vector<std::vector<float>> out;
+  const int64_t vocab = config().vocab_size;
+  for (size_t begin = 0; begin < tokens.size(); begin += static_cast<size_t>(options_.max_prefill_chunk)) {
+    const size_t end = std::min(tokens.size(), begin + static_cast<size_t>(options_.max_prefill_chunk));
+    const int64_t start_pos = seq.num_tokens;
+    kv_manager_.allocate(seq, start_pos + static_cast<int64_t>(end - begin));
+
+    ForwardBatch batch;
+    batch.token_ids.assign(tokens.begin() + static_cast<std::ptrdiff_t>(begin),
+                           tokens.begin() + static_cast<std::ptrdiff_t>(end));
+    ForwardSequence fs{start_pos, static_cast<int64_t>(end - begin), {}};
+    for (const std::vector<int32_t>& table : seq.block_tables) fs.block_tables.emplace_back(table);
+    batch.seqs.push_back(std::move(fs));
+    for (size_t i = begin; i < end; ++i) {
+      if (want_logits(i)) batch.logit_indices.push_back(static_cast<int32_t>(i - begin));
+    }
+    const Tensor logits = model_.forward(batch, kv_storage_);
+    std::vector<float> host(static_cast<size_t>(logits.numel()));
+    backend_->download(logits, host.data());
+    for (size_t r = 0; r < batch.logit_indices.size(); ++r) {
+      out.emplace_back(host.begin() + static_cast<std::ptrdiff_t>(r * vocab),
+                       host.begin() + static_cast<std::ptrdiff_t>((r + 1) * vocab));
+    }
+  }
+  return out;
+}
+
+GenerateResult Engine::generate(std::span<const int32_t> prompt, const GenerateOptions& options,
+                                const std::function<void(int32_t)>& on_token) {
+  options.sampling.validate();
+  if (options.max_tokens < 0) fail("max tokens must be >= 0, got {}", options.max_tokens);
+  check_prompt(prompt, options.max_tokens);
+  GenerateResult result;
+  result.finish_reason = "length";
+  if (options.max_tokens == 0) return result;
+
+  Sampler sampler(options.sampling);
+  SequenceKv seq = kv_manager_.create_sequence();
+  try {
+    const size_t last = prompt.size() - 1;
+    std::vector<float> logits = extend(seq, prompt, [&](size_t i) { return i == last; }).back();
+    while (true) {
+      const int32_t next = sampler.sample(logits);
+      result.ids.push_back(next);
+      if (on_token) on_token(next);
+      const bool is_stop = std::binary_search(stop_ids_.begin(), stop_ids_.end(), next);
+      if (is_stop && !options.ignore_eos) {
+        result.finish_reason = "stop";
+        break;
+      }
+      if (static_cast<int64_t>(result.ids.size()) >= options.max_tokens) break;
+      const int32_t token[1] = {next};
+      logits = extend(seq, token, [](size_t) { return true; }).back();
+    }
+  } catch (...) {
+    kv_manager_.free(seq);
+    throw;
+  }
+  kv_manager_.free(seq);
+  return result;
+}
+
+std::vector<std::vector<float>> Engine::prompt_logits(std::span<const int32_t> prompt, bool all_positions) {
+  check_prompt(prompt, 0);
+  SequenceKv seq = kv_manager_.create_sequence();
+  const size_t last = prompt.size() - 1;
+  std::vector<std::vector<float>> logits;
+  try {
+    logits = extend(seq, prompt, [&](size_t i) { return all_positions || i == last; });
+  } catch (...) {
+    kv_manager_.free(seq);
+    throw;
+  }
+  kv_manager_.free(seq);
+  return logits;
+}
+
+}  // namespace tide

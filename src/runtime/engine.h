@@ -1,0 +1,77 @@
+// Engine: a loaded model, its tokenizer, a backend and the paged KV cache, with synchronous generation
+// for one sequence at a time: prefill the prompt in chunks, then decode token by token reusing the KV cache
+// (the prompt is never recomputed). The engine runtime issue adds the threaded step loop and batching of
+// many requests on top of the same ForwardBatch path.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "kv/kv_cache_manager.h"
+#include "model/cohere2.h"
+#include "runtime/sampler.h"
+#include "tokenizer/tokenizer.h"
+
+namespace tide {
+
+struct EngineOptions {
+  int64_t block_size = 16;                   // positions per KV block
+  int64_t kv_cache_memory = int64_t{256} << 20;  // bytes for all KV pools together
+  int64_t max_prefill_chunk = 512;           // prompt tokens per forward step
+};
+
+struct GenerateOptions {
+  int64_t max_tokens = 16;
+  SamplingParams sampling;
+  bool ignore_eos = false;
+};
+
+struct GenerateResult {
+  std::vector<int32_t> ids;   // generated tokens (the stop token included when generation hit one)
+  std::string finish_reason;  // "stop" (a stop token) or "length" (max_tokens)
+};
+
+class Engine {
+ public:
+  // Loads DIR (config.json, safetensors, tokenizer.json) onto `backend`. Throws tide::Error.
+  Engine(const std::filesystem::path& model_dir, std::unique_ptr<Backend> backend, EngineOptions options = {});
+
+  const ModelConfig& config() const { return model_.config(); }
+  const Tokenizer& tokenizer() const { return tokenizer_; }
+  const Cohere2Model& model() const { return model_; }
+  const KvCacheManager& kv_cache() const { return kv_manager_; }
+  // Token ids that end generation: generation_config.json's, config.json's and the tokenizer's EOS.
+  const std::vector<int32_t>& stop_token_ids() const { return stop_ids_; }
+
+  // Generates up to max_tokens after `prompt`. `on_token`, when set, is called with each new token.
+  // Throws tide::Error for an empty prompt, out-of-vocabulary ids, or a sequence the KV cache cannot hold.
+  GenerateResult generate(std::span<const int32_t> prompt, const GenerateOptions& options,
+                          const std::function<void(int32_t)>& on_token = {});
+
+  // Logits [positions][vocab] of `prompt`: every position, or only the last one. Computed through the same
+  // chunked, paged path as generate().
+  std::vector<std::vector<float>> prompt_logits(std::span<const int32_t> prompt, bool all_positions);
+
+ private:
+  // Runs `tokens` (positions seq.num_tokens...) of one sequence through the model in chunks; returns the
+  // logits of the tokens selected by `want_logits(index in tokens)`, in order.
+  std::vector<std::vector<float>> extend(SequenceKv& seq, std::span<const int32_t> tokens,
+                                         const std::function<bool(size_t)>& want_logits);
+  void check_prompt(std::span<const int32_t> prompt, int64_t max_new_tokens) const;
+
+  std::unique_ptr<Backend> backend_;
+  Cohere2Model model_;
+  Tokenizer tokenizer_;
+  EngineOptions options_;
+  KvCacheManager kv_manager_;
+  std::vector<KvStorage> kv_storage_;
+  std::vector<int32_t> stop_ids_;
+};
+
+}  // namespace tide

@@ -1,0 +1,121 @@
+// The tide program as users and scripts call it: JSON output of every command, and errors on bad flags,
+// bad ids and missing models (stderr, non-zero status, never a crash).
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+
+#include "../test_util.h"
+
+namespace tide {
+namespace {
+
+struct RunResult {
+  int status = -1;  // exit status; -1 when killed by a signal
+  std::string out;  // stdout and stderr together
+};
+
+RunResult run(const std::string& args) {
+  const std::string command = std::string(TIDE_BINARY) + " " + args + " 2>&1";
+  FILE* pipe = popen(command.c_str(), "r");
+  if (!pipe) throw std::runtime_error("popen failed");
+  RunResult r;
+  std::array<char, 4096> buf{};
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) r.out.append(buf.data(), n);
+  const int status = pclose(pipe);
+  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+nlohmann::json last_json_line(const std::string& out) {
+  const size_t start = out.rfind('{');
+  const size_t line = out.rfind('\n', start);
+  return nlohmann::json::parse(out.substr(line == std::string::npos ? 0 : line + 1));
+}
+
+const std::string kModel = "--model " + test::fixture("cohere2-tiny").string();
+
+TEST(Cli, GenerateJsonMatchesGoldenGreedyIds) {
+  const nlohmann::json g = test::read_json(test::fixture("cohere2-tiny/golden.json"));
+  const auto& c = g["generate"][0];
+  std::string ids;
+  for (const auto& id : c["prompt_ids"]) ids += (ids.empty() ? "" : ",") + std::to_string(id.get<int>());
+  const RunResult r = run("generate " + kModel + " --prompt-ids " + ids + " --max-tokens 20 --ignore-eos --json");
+  ASSERT_EQ(r.status, 0) << r.out;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["prompt_ids"], c["prompt_ids"]);
+  const auto want = test::ids_of(c["greedy_ids"]);
+  EXPECT_EQ(j["ids"].get<std::vector<int32_t>>(), std::vector<int32_t>(want.begin(), want.begin() + 20));
+  EXPECT_TRUE(j["text"].is_string());
+}
+
+TEST(Cli, GenerateFromTextPrintsPromptAndContinuation) {
+  const RunResult r = run("generate " + kModel + " --prompt 'Hello world' --max-tokens 5 --temperature 0.8 --seed 1");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_EQ(r.out.rfind("Hello world", 0), 0u) << r.out;
+  EXPECT_EQ(run("generate " + kModel + " --prompt 'Hello world' --max-tokens 5 --temperature 0.8 --seed 1").out, r.out);
+}
+
+TEST(Cli, LogitsLastAndAllPositions) {
+  const RunResult last = run("logits " + kModel + " --prompt-ids 5,17,42");
+  ASSERT_EQ(last.status, 0) << last.out;
+  const nlohmann::json j = nlohmann::json::parse(last.out);
+  ASSERT_EQ(j["logits"].size(), 1u);
+  EXPECT_EQ(j["logits"][0].size(), 1024u);
+  const RunResult all = run("logits " + kModel + " --prompt-ids 5,17,42 --all-positions --block-size 2");
+  const nlohmann::json k = nlohmann::json::parse(all.out);
+  ASSERT_EQ(k["logits"].size(), 3u);
+  for (size_t i = 0; i < 1024; ++i) EXPECT_NEAR(k["logits"][2][i].get<double>(), j["logits"][0][i].get<double>(), 1e-5);
+}
+
+TEST(Cli, TokenizeAndDetokenizeRoundTrip) {
+  const RunResult tok = run("tokenize " + kModel + " --text 'Hi there 123'");
+  ASSERT_EQ(tok.status, 0) << tok.out;
+  const auto ids = nlohmann::json::parse(tok.out)["ids"].get<std::vector<int32_t>>();
+  ASSERT_FALSE(ids.empty());
+  EXPECT_EQ(ids[0], 5);  // <BOS_TOKEN> from the post-processor
+  const RunResult no_special = run("tokenize " + kModel + " --text 'Hi there 123' --no-special");
+  EXPECT_EQ(nlohmann::json::parse(no_special.out)["ids"].size(), ids.size() - 1);
+  std::string list;
+  for (int32_t id : ids) list += (list.empty() ? "" : ",") + std::to_string(id);
+  EXPECT_EQ(nlohmann::json::parse(run("detokenize " + kModel + " --ids " + list + " --skip-special").out)["text"],
+            "Hi there 123");
+  EXPECT_EQ(nlohmann::json::parse(run("detokenize " + kModel + " --ids " + list).out)["text"],
+            "<BOS_TOKEN>Hi there 123");
+}
+
+TEST(Cli, BadInputIsAClearErrorNotACrash) {
+  struct Case {
+    std::string args, needle;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"generate --model /nonexistent --prompt hi", "/nonexistent"},
+           {"generate " + kModel + " --prompt-ids 5,x,7", "--prompt-ids"},
+           {"generate " + kModel + " --prompt-ids 5,99999", "99999"},
+           {"generate " + kModel + " --prompt-ids 5 --max-tokens 100000", "maximum length"},
+           {"generate " + kModel, "--prompt"},
+           {"generate " + kModel + " --prompt hi --top-p 2", "top-p"},
+           {"generate " + kModel + " --prompt hi --block-size 0", "block-size"},
+           {"logits " + kModel + " --prompt-ids ''", "--prompt-ids"},
+           {"detokenize " + kModel + " --ids 5,100000", "100000"},
+           {"frobnicate", "frobnicate"},
+       }) {
+    const RunResult r = run(c.args);
+    EXPECT_GT(r.status, 0) << c.args << "\n" << r.out;  // an exit status, not a signal
+    EXPECT_NE(r.out.find(c.needle), std::string::npos) << c.args << "\n" << r.out;
+  }
+}
+
+TEST(Cli, HelpOnEveryCommand) {
+  for (const char* cmd : {"", "generate", "logits", "tokenize", "detokenize"}) {
+    const RunResult r = run(std::string(cmd) + " --help");
+    EXPECT_EQ(r.status, 0) << cmd;
+    EXPECT_NE(r.out.find("--"), std::string::npos) << cmd;
+  }
+}
+
+}  // namespace
+}  // namespace tide

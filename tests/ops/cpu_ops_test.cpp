@@ -1,0 +1,110 @@
+// The CPU backend's ops against direct double-precision formulas on random inputs: the reference ops
+// must themselves be right before other backends are compared with them.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "backend/cpu/cpu_backend.h"
+#include "core/error.h"
+
+namespace tide {
+namespace {
+
+Tensor random_tensor(CpuBackend& b, Shape shape, std::mt19937& rng, float scale = 1.0f) {
+  Tensor t = b.alloc(DType::kF32, shape);
+  std::normal_distribution<float> dist(0.0f, scale);
+  for (int64_t i = 0; i < t.numel(); ++i) t.as<float>()[i] = dist(rng);
+  return t;
+}
+
+TEST(CpuOps, LayerNormMatchesFormula) {
+  CpuBackend b;
+  std::mt19937 rng(1);
+  const Tensor x = random_tensor(b, Shape{5, 96}, rng, 3.0f);
+  const Tensor w = random_tensor(b, Shape{96}, rng);
+  Tensor out = b.alloc(DType::kF32, Shape{5, 96});
+  b.layer_norm(out, x, w, 1e-5f);
+  for (int t = 0; t < 5; ++t) {
+    double mean = 0, var = 0;
+    for (int i = 0; i < 96; ++i) mean += x.as<float>()[t * 96 + i];
+    mean /= 96;
+    for (int i = 0; i < 96; ++i) var += std::pow(x.as<float>()[t * 96 + i] - mean, 2);
+    var /= 96;
+    for (int i = 0; i < 96; ++i) {
+      const double want = w.as<float>()[i] * (x.as<float>()[t * 96 + i] - mean) / std::sqrt(var + 1e-5);
+      EXPECT_NEAR(out.as<float>()[t * 96 + i], want, 1e-5 * (1 + std::fabs(want)));
+    }
+  }
+}
+
+TEST(CpuOps, MatmulIsXTimesWTransposedScaled) {
+  CpuBackend b;
+  std::mt19937 rng(2);
+  const Tensor x = random_tensor(b, Shape{3, 17}, rng);
+  const Tensor w = random_tensor(b, Shape{11, 17}, rng);
+  Tensor out = b.alloc(DType::kF32, Shape{3, 11});
+  b.matmul(out, x, w, 0.25f);
+  for (int t = 0; t < 3; ++t) {
+    for (int n = 0; n < 11; ++n) {
+      double want = 0;
+      for (int k = 0; k < 17; ++k) want += double{x.as<float>()[t * 17 + k]} * w.as<float>()[n * 17 + k];
+      EXPECT_NEAR(out.as<float>()[t * 11 + n], 0.25 * want, 1e-5);
+    }
+  }
+}
+
+TEST(CpuOps, RopeRotatesConsecutivePairsOfTheFirstHeadsOnly) {
+  CpuBackend b;
+  std::mt19937 rng(3);
+  const int64_t d = 8, heads = 3, rope_heads = 2;
+  Tensor qkv = random_tensor(b, Shape{2, heads * d}, rng);
+  std::vector<float> before(qkv.as<float>(), qkv.as<float>() + qkv.numel());
+  const int32_t pos_values[2] = {0, 1000};
+  const Tensor positions = b.upload(pos_values, DType::kI32, Shape{2});
+  std::vector<float> inv_freq;
+  for (int j = 0; j < d / 2; ++j) inv_freq.push_back(static_cast<float>(std::pow(50000.0, -2.0 * j / d)));
+  b.rope(qkv, positions, b.upload(inv_freq.data(), DType::kF32, Shape{d / 2}), rope_heads);
+  for (int t = 0; t < 2; ++t) {
+    for (int h = 0; h < heads; ++h) {
+      for (int j = 0; j < d / 2; ++j) {
+        const size_t i = static_cast<size_t>(t * heads * d + h * d + 2 * j);
+        const double angle = h < rope_heads ? pos_values[t] * std::pow(50000.0, -2.0 * j / d) : 0.0;
+        const double y0 = before[i] * std::cos(angle) - before[i + 1] * std::sin(angle);
+        const double y1 = before[i + 1] * std::cos(angle) + before[i] * std::sin(angle);
+        // f32 angles at position 1000 are off by up to ~1e-4 rad, as in transformers.
+        EXPECT_NEAR(qkv.as<float>()[i], y0, 5e-4) << t << " " << h << " " << j;
+        EXPECT_NEAR(qkv.as<float>()[i + 1], y1, 5e-4);
+      }
+    }
+  }
+}
+
+TEST(CpuOps, SiluMulAndAdd) {
+  CpuBackend b;
+  std::mt19937 rng(4);
+  const Tensor gate_up = random_tensor(b, Shape{2, 10}, rng);
+  Tensor out = b.alloc(DType::kF32, Shape{2, 5});
+  b.silu_mul(out, gate_up);
+  for (int t = 0; t < 2; ++t) {
+    for (int i = 0; i < 5; ++i) {
+      const double g = gate_up.as<float>()[t * 10 + i], u = gate_up.as<float>()[t * 10 + 5 + i];
+      EXPECT_NEAR(out.as<float>()[t * 5 + i], g / (1 + std::exp(-g)) * u, 1e-6);
+    }
+  }
+  Tensor sum = b.alloc(DType::kF32, Shape{2, 5});
+  b.add(sum, out, out);
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(sum.as<float>()[i], 2 * out.as<float>()[i]);
+}
+
+TEST(CpuOps, EmbeddingRejectsOutOfRangeIds) {
+  CpuBackend b;
+  std::mt19937 rng(5);
+  const Tensor table = random_tensor(b, Shape{4, 3}, rng);
+  const int32_t ids[2] = {3, 4};
+  Tensor out = b.alloc(DType::kF32, Shape{2, 3});
+  EXPECT_THROW(b.embedding(out, table, b.upload(ids, DType::kI32, Shape{2})), Error);
+}
+
+}  // namespace
+}  // namespace tide

@@ -1,0 +1,159 @@
+// ModelConfig from config.json: both spellings of layer kinds and rope theta, groups, and errors that
+// name the field.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "../test_util.h"
+#include "model/config.h"
+
+namespace tide {
+namespace {
+
+nlohmann::json tiny_config() { return test::read_json(test::fixture("cohere2-tiny/config.json")); }
+
+std::string error_of(const nlohmann::json& j) {
+  try {
+    ModelConfig::from_json(j, "config.json");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(ModelConfig, HubSpellingGivesEveryFourthLayerGlobal) {
+  const ModelConfig c = ModelConfig::from_json(tiny_config(), "config.json");
+  ASSERT_EQ(c.layers.size(), 8u);
+  for (int i = 0; i < 8; ++i) {
+    const bool global = i == 3 || i == 7;
+    EXPECT_EQ(c.layers[i].is_global(), global) << i;
+    EXPECT_EQ(c.layers[i].rope, !global) << i;
+    EXPECT_EQ(c.layers[i].window, global ? 0 : 16) << i;
+  }
+  ASSERT_EQ(c.groups.size(), 2u);
+  EXPECT_EQ(c.groups[0].window, 16);
+  EXPECT_EQ(c.groups[0].layers, (std::vector<int>{0, 1, 2, 4, 5, 6}));
+  EXPECT_TRUE(c.groups[1].is_global());
+  EXPECT_EQ(c.groups[1].layers, (std::vector<int>{3, 7}));
+  EXPECT_EQ(c.layers[4].layer_idx_in_group, 3);
+  EXPECT_EQ(c.layers[7].layer_idx_in_group, 1);
+  EXPECT_EQ(c.head_dim, 32);
+  EXPECT_EQ(c.rope_theta, 50000.0);
+  EXPECT_EQ(c.logit_scale, 0.25);
+  EXPECT_EQ(c.eos_token_ids, std::vector<int32_t>{6});
+}
+
+TEST(ModelConfig, BothSpellingsGiveTheSameLayers) {
+  nlohmann::json old_style = tiny_config();
+  nlohmann::json new_style = old_style;
+  new_style.erase("sliding_window_pattern");
+  new_style.erase("rope_theta");
+  new_style["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 50000.0}};
+  new_style["layer_types"] = nlohmann::json::array();
+  for (int i = 0; i < 8; ++i) new_style["layer_types"].push_back(i % 4 == 3 ? "full_attention" : "sliding_attention");
+  const ModelConfig a = ModelConfig::from_json(old_style, "old");
+  const ModelConfig b = ModelConfig::from_json(new_style, "new");
+  ASSERT_EQ(a.layers.size(), b.layers.size());
+  for (size_t i = 0; i < a.layers.size(); ++i) {
+    EXPECT_EQ(a.layers[i].window, b.layers[i].window);
+    EXPECT_EQ(a.layers[i].rope, b.layers[i].rope);
+    EXPECT_EQ(a.layers[i].group_idx, b.layers[i].group_idx);
+  }
+  EXPECT_EQ(a.rope_theta, b.rope_theta);
+  // And the fixture written in the new spelling parses to its S S S G.
+  const ModelConfig hd128 = ModelConfig::from_dir(test::fixture("cohere2-tiny-hd128"));
+  EXPECT_EQ(hd128.head_dim, 128);
+  EXPECT_EQ(hd128.groups.size(), 2u);
+  EXPECT_TRUE(hd128.layers[3].is_global());
+  EXPECT_EQ(hd128.layers[0].window, 32);
+}
+
+TEST(ModelConfig, GlobalFirstLayerAndAllGlobal) {
+  nlohmann::json j = tiny_config();
+  j["sliding_window_pattern"] = 1;  // (i + 1) % 1 == 0 for every layer: all global
+  const ModelConfig all_global = ModelConfig::from_json(j, "c");
+  EXPECT_EQ(all_global.groups.size(), 1u);
+  EXPECT_TRUE(all_global.groups[0].is_global());
+  j.erase("sliding_window");  // not needed without sliding layers
+  EXPECT_NO_THROW(ModelConfig::from_json(j, "c"));
+
+  j = tiny_config();
+  j["num_hidden_layers"] = 3;
+  j["layer_types"] = {"full_attention", "sliding_attention", "sliding_attention"};
+  const ModelConfig c = ModelConfig::from_json(j, "c");
+  EXPECT_TRUE(c.groups[0].is_global());
+  EXPECT_EQ(c.groups[1].layers, (std::vector<int>{1, 2}));
+}
+
+TEST(ModelConfig, HeadDimComesFromHiddenSizeLikeTransformers) {
+  nlohmann::json j = tiny_config();
+  j["head_dim"] = 64;  // ignored by transformers' Cohere2
+  EXPECT_EQ(ModelConfig::from_json(j, "c").head_dim, 32);
+}
+
+TEST(ModelConfig, RopeFrequenciesFollowTheCheckpointDtypeLikeTransformers) {
+  nlohmann::json j = tiny_config();  // "dtype": "bfloat16"
+  const std::vector<float> bf16 = ModelConfig::from_json(j, "c").rope_inv_freq();
+  j["dtype"] = "float32";
+  const std::vector<float> f32 = ModelConfig::from_json(j, "c").rope_inv_freq();
+  ASSERT_EQ(bf16.size(), 16u);
+  ASSERT_EQ(f32.size(), 16u);
+  for (size_t i = 0; i < f32.size(); ++i) {
+    const double exact = std::pow(50000.0, -2.0 * double(i) / 32.0);
+    EXPECT_NEAR(f32[i], exact, 1e-6 * exact) << i;
+    EXPECT_EQ(bf16[i], bf16_to_f32(f32_to_bf16(f32[i]))) << i;
+  }
+  EXPECT_NE(bf16[1], f32[1]);  // 50000^(-1/16) is not a bf16 value
+  j.erase("dtype");
+  j["torch_dtype"] = "bfloat16";  // the older spelling
+  EXPECT_EQ(ModelConfig::from_json(j, "c").rope_inv_freq(), bf16);
+}
+
+TEST(ModelConfig, ErrorsNameTheField) {
+  nlohmann::json j = tiny_config();
+  j["architectures"] = {"LlamaForCausalLM"};
+  EXPECT_NE(error_of(j).find("architectures"), std::string::npos) << error_of(j);
+
+  for (const char* field : {"hidden_size", "num_attention_heads", "vocab_size", "intermediate_size",
+                            "num_hidden_layers", "layer_norm_eps", "rope_theta", "sliding_window",
+                            "max_position_embeddings"}) {
+    j = tiny_config();
+    j.erase(field);
+    EXPECT_NE(error_of(j).find(field), std::string::npos) << field << ": " << error_of(j);
+  }
+
+  j = tiny_config();
+  j["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 2.0}};
+  EXPECT_NE(error_of(j).find("rope_scaling"), std::string::npos);
+
+  j = tiny_config();
+  j.erase("rope_theta");
+  j["rope_parameters"] = {{"rope_type", "yarn"}, {"rope_theta", 1e4}};
+  EXPECT_NE(error_of(j).find("rope_type"), std::string::npos);
+
+  j = tiny_config();
+  j["hidden_size"] = "256";
+  EXPECT_NE(error_of(j).find("hidden_size"), std::string::npos);
+
+  j = tiny_config();
+  j["num_key_value_heads"] = 3;
+  EXPECT_NE(error_of(j).find("num_key_value_heads"), std::string::npos);
+
+  j = tiny_config();
+  j["layer_types"] = {"sliding_attention"};
+  EXPECT_NE(error_of(j).find("layer_types"), std::string::npos);
+
+  j = tiny_config();
+  j["layer_types"] = nlohmann::json::array();
+  for (int i = 0; i < 8; ++i) j["layer_types"].push_back("chunked_attention");
+  EXPECT_NE(error_of(j).find("layer_types[0]"), std::string::npos);
+
+  j = tiny_config();
+  j["sliding_window"] = 0;
+  EXPECT_NE(error_of(j).find("sliding_window"), std::string::npos);
+
+  EXPECT_NE(error_of(nlohmann::json::array()).find("object"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tide
