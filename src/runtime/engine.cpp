@@ -44,6 +44,20 @@ std::vector<int32_t> generation_config_eos(const std::filesystem::path& dir) {
   return ids;
 }
 
+// A sequence whose blocks go back to their pools when it goes out of scope, error or not.
+class ScopedSequence {
+ public:
+  explicit ScopedSequence(KvCacheManager& kv) : kv_(kv), seq_(kv.create_sequence()) {}
+  ~ScopedSequence() { kv_.free(seq_); }
+  ScopedSequence(const ScopedSequence&) = delete;
+  ScopedSequence& operator=(const ScopedSequence&) = delete;
+  SequenceKv& get() { return seq_; }
+
+ private:
+  KvCacheManager& kv_;
+  SequenceKv seq_;
+};
+
 }  // namespace
 
 Engine::Engine(const std::filesystem::path& model_dir, std::unique_ptr<Backend> backend, EngineOptions options)
@@ -122,44 +136,30 @@ GenerateResult Engine::generate(std::span<const int32_t> prompt, const GenerateO
   if (options.max_tokens == 0) return result;
 
   Sampler sampler(options.sampling);
-  SequenceKv seq = kv_manager_.create_sequence();
-  try {
-    const size_t last = prompt.size() - 1;
-    std::vector<float> logits = extend(seq, prompt, [&](size_t i) { return i == last; }).back();
-    while (true) {
-      const int32_t next = sampler.sample(logits);
-      result.ids.push_back(next);
-      if (on_token) on_token(next);
-      const bool is_stop = std::binary_search(stop_ids_.begin(), stop_ids_.end(), next);
-      if (is_stop && !options.ignore_eos) {
-        result.finish_reason = "stop";
-        break;
-      }
-      if (static_cast<int64_t>(result.ids.size()) >= options.max_tokens) break;
-      const int32_t token[1] = {next};
-      logits = extend(seq, token, [](size_t) { return true; }).back();
+  ScopedSequence seq(kv_manager_);
+  const size_t last = prompt.size() - 1;
+  std::vector<float> logits = extend(seq.get(), prompt, [&](size_t i) { return i == last; }).back();
+  while (true) {
+    const int32_t next = sampler.sample(logits);
+    result.ids.push_back(next);
+    if (on_token) on_token(next);
+    const bool is_stop = std::binary_search(stop_ids_.begin(), stop_ids_.end(), next);
+    if (is_stop && !options.ignore_eos) {
+      result.finish_reason = "stop";
+      break;
     }
-  } catch (...) {
-    kv_manager_.free(seq);
-    throw;
+    if (static_cast<int64_t>(result.ids.size()) >= options.max_tokens) break;
+    const int32_t token[1] = {next};
+    logits = extend(seq.get(), token, [](size_t) { return true; }).back();
   }
-  kv_manager_.free(seq);
   return result;
 }
 
 std::vector<std::vector<float>> Engine::prompt_logits(std::span<const int32_t> prompt, bool all_positions) {
   check_prompt(prompt, 0);
-  SequenceKv seq = kv_manager_.create_sequence();
+  ScopedSequence seq(kv_manager_);
   const size_t last = prompt.size() - 1;
-  std::vector<std::vector<float>> logits;
-  try {
-    logits = extend(seq, prompt, [&](size_t i) { return all_positions || i == last; });
-  } catch (...) {
-    kv_manager_.free(seq);
-    throw;
-  }
-  kv_manager_.free(seq);
-  return logits;
+  return extend(seq.get(), prompt, [&](size_t i) { return all_positions || i == last; });
 }
 
 }  // namespace tide

@@ -108,6 +108,27 @@ TEST_P(GoldenTest, PrefixSharingPromptsWithoutReuse) {
   }
 }
 
+TEST_P(GoldenTest, BlocksReturnToThePoolsAfterErrorsAndRequestsThatCannotFit) {
+  Engine engine = make_engine(4);
+  const std::vector<int32_t> prompt = test::ids_of(golden()["generate"][0]["prompt_ids"]);
+  GenerateOptions options;
+  options.max_tokens = 8;
+  int calls = 0;
+  EXPECT_THROW(engine.generate(prompt, options, [&](int32_t) {
+    if (++calls == 3) throw Error("client went away");
+  }),
+               Error);
+  for (int p = 0; p < engine.kv_cache().num_pools(); ++p) EXPECT_EQ(engine.kv_cache().pool(p).num_in_use(), 0);
+  options.max_tokens = engine.config().max_position_embeddings;  // prompt + max_tokens > max length
+  EXPECT_THROW(engine.generate(prompt, options), Error);
+  EXPECT_THROW(engine.generate(std::vector<int32_t>{}, options), Error);
+  EXPECT_THROW(engine.prompt_logits(std::vector<int32_t>{5, -1}, false), Error);
+  // The engine still works afterwards.
+  options.max_tokens = 3;
+  options.ignore_eos = true;
+  EXPECT_EQ(engine.generate(prompt, options).ids.size(), 3u);
+}
+
 INSTANTIATE_TEST_SUITE_P(Fixtures, GoldenTest, ::testing::Values("cohere2-tiny", "cohere2-tiny-hd128"));
 
 }  // namespace
