@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -14,6 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/dtype.h"
@@ -238,7 +240,7 @@ void write_index(const fs::path& dir, const nlohmann::json& weight_map) {
             nlohmann::json{{"metadata", {{"total_size", 32}}}, {"weight_map", weight_map}}.dump());
 }
 
-TEST(Checkpoint, OpensShardedCheckpoint) {
+TEST(CheckpointFolder, OpensShardedCheckpoint) {
   TempDir dir;
   const std::string s1 = "model-00001-of-00002.safetensors", s2 = "model-00002-of-00002.safetensors";
   write_shard(dir / s1, {"a.weight", "b.weight"}, 1.0f);
@@ -260,7 +262,7 @@ TEST(Checkpoint, OpensShardedCheckpoint) {
   expect_error([&] { ckpt.require("e.weight"); }, {"'e.weight'", dir.path().string()});
 }
 
-TEST(Checkpoint, RejectsBadIndexes) {
+TEST(CheckpointFolder, RejectsBadIndexes) {
   const std::string s1 = "model-00001-of-00002.safetensors", s2 = "model-00002-of-00002.safetensors";
   {  // weight_map names a tensor its shard lacks
     TempDir dir;
