@@ -1,10 +1,11 @@
-// tide generate: complete one prompt (text or ids) with the model, printing the text as it is produced,
-// or one JSON object with --json.
+// tide generate: complete prompts (text, ids, or a file of them run one after another in one engine),
+// printing the text as it is produced, or one JSON object per prompt with --json.
 #include <iostream>
 #include <memory>
 
 #include "apps/tide/cli_util.h"
 #include "apps/tide/commands.h"
+#include "apps/tide/prompts_file.h"
 #include "core/error.h"
 #include "tokenizer/streaming_decoder.h"
 
@@ -15,6 +16,7 @@ struct GenerateArgs {
   std::string model;
   std::string prompt;
   std::string prompt_ids;
+  std::string prompts_file;
   std::string device = "cpu";
   int64_t max_tokens = 32;
   double temperature = 0.0;
@@ -22,31 +24,40 @@ struct GenerateArgs {
   double top_p = 1.0;
   uint64_t seed = 0;
   int64_t block_size = 16;
+  int64_t kv_cache_memory = EngineOptions{}.kv_cache_memory;
+  int64_t host_kv_cache_memory = 0;
+  bool no_prefix_caching = false;
   bool ignore_eos = false;
   bool json = false;
 };
 
-void run_generate(const GenerateArgs& args, const CLI::App& cmd) {
-  EngineOptions options;
-  options.block_size = args.block_size;
-  Engine engine(args.model, make_backend(args.device), options);
+// {"block_size": B, "pools": [{"window": W or null, "num_layers", "capacity_blocks", ...}]}: outside
+// scripts parse these names.
+nlohmann::json kv_json(const Engine& engine) {
+  nlohmann::json pools = nlohmann::json::array();
+  for (const KvPoolReport& r : engine.kv_report()) {
+    pools.push_back({{"window", r.window == 0 ? nlohmann::json(nullptr) : nlohmann::json(r.window)},
+                     {"num_layers", r.num_layers},
+                     {"capacity_blocks", r.stats.capacity_blocks},
+                     {"in_use_blocks", r.stats.in_use_blocks},
+                     {"cached_blocks", r.stats.cached_blocks},
+                     {"host_blocks", r.stats.host_blocks},
+                     {"peak_in_use_blocks", r.stats.peak_in_use_blocks},
+                     {"queries", r.stats.queries},
+                     {"hits", r.stats.hits}});
+  }
+  return {{"block_size", engine.kv_cache().block_size()}, {"pools", pools}};
+}
 
-  const std::vector<int32_t> prompt_ids =
-      args.prompt_ids.empty() ? engine.tokenizer().encode(args.prompt) : parse_ids(args.prompt_ids, "--prompt-ids");
-  GenerateOptions gen;
-  gen.max_tokens = args.max_tokens;
-  gen.ignore_eos = args.ignore_eos;
-  gen.sampling.temperature = args.temperature;
-  gen.sampling.top_k = args.top_k;
-  gen.sampling.top_p = args.top_p;
-  if (cmd.count("--seed") > 0) gen.sampling.seed = args.seed;
-
-  if (args.json) {
+void run_one(Engine& engine, const std::vector<int32_t>& prompt_ids, const GenerateOptions& gen, bool json) {
+  if (json) {
     const GenerateResult result = engine.generate(prompt_ids, gen);
     print_json({{"prompt_ids", prompt_ids},
                 {"ids", result.ids},
                 {"text", engine.tokenizer().decode(result.ids, /*skip_special_tokens=*/true)},
-                {"finish_reason", result.finish_reason}});
+                {"finish_reason", result.finish_reason},
+                {"cached_tokens", result.cached_tokens},
+                {"kv", kv_json(engine)}});
     return;
   }
   // Plain mode: the prompt, then the continuation streamed as whole UTF-8 characters.
@@ -54,6 +65,37 @@ void run_generate(const GenerateArgs& args, const CLI::App& cmd) {
   StreamingDecoder decoder(engine.tokenizer(), /*skip_special_tokens=*/true);
   engine.generate(prompt_ids, gen, [&](int32_t id) { std::cout << decoder.push(id) << std::flush; });
   std::cout << decoder.finish() << std::endl;
+}
+
+void run_generate(const GenerateArgs& args, const CLI::App& cmd) {
+  // Read every input before loading the model: a bad file fails fast.
+  std::vector<PromptSpec> prompts;
+  if (!args.prompts_file.empty()) {
+    prompts = read_prompts_file(args.prompts_file);
+  } else if (!args.prompt_ids.empty()) {
+    prompts.push_back(PromptSpec{parse_ids(args.prompt_ids, "--prompt-ids"), "", std::nullopt});
+  } else {
+    prompts.push_back(PromptSpec{std::nullopt, args.prompt, std::nullopt});
+  }
+
+  EngineOptions options;
+  options.block_size = args.block_size;
+  options.kv_cache_memory = args.kv_cache_memory;
+  options.host_kv_cache_memory = args.host_kv_cache_memory;
+  options.enable_prefix_caching = !args.no_prefix_caching;
+  Engine engine(args.model, make_backend(args.device), options);
+
+  GenerateOptions gen;
+  gen.ignore_eos = args.ignore_eos;
+  gen.sampling.temperature = args.temperature;
+  gen.sampling.top_k = args.top_k;
+  gen.sampling.top_p = args.top_p;
+  if (cmd.count("--seed") > 0) gen.sampling.seed = args.seed;
+  // Prompts run one after another in this engine, sharing its KV cache (and prefix cache).
+  for (const PromptSpec& p : prompts) {
+    gen.max_tokens = p.max_tokens.value_or(args.max_tokens);
+    run_one(engine, p.ids ? *p.ids : engine.tokenizer().encode(p.text), gen, args.json);
+  }
 }
 
 }  // namespace
@@ -66,7 +108,11 @@ void add_generate_command(CLI::App& app) {
       ->check(CLI::ExistingDirectory);
   auto* text = cmd->add_option("--prompt", args->prompt, "Prompt text (tokenized with BOS)");
   auto* ids = cmd->add_option("--prompt-ids", args->prompt_ids, "Prompt token ids, comma-separated");
+  auto* file = cmd->add_option("--prompts-file", args->prompts_file,
+                               "JSON Lines of {\"prompt_ids\": [...]} or {\"prompt\": \"...\"} (optional "
+                               "\"max_tokens\"), run one after another in one engine");
   text->excludes(ids);
+  file->excludes(text)->excludes(ids);
   cmd->add_option("--max-tokens", args->max_tokens, "Maximum number of tokens to generate")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
@@ -81,11 +127,23 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--block-size", args->block_size, "Positions per KV cache block")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--kv-cache-memory", args->kv_cache_memory,
+                  "Bytes for the KV cache pools (suffixes like 512MiB, 2GB accepted)")
+      ->capture_default_str()
+      ->transform(CLI::AsSizeValue(false));
+  cmd->add_option("--host-kv-cache-memory", args->host_kv_cache_memory,
+                  "Bytes of host memory that blocks evicted from the KV cache are kept in (0: none)")
+      ->capture_default_str()
+      ->transform(CLI::AsSizeValue(false));
+  cmd->add_flag("--no-prefix-caching", args->no_prefix_caching, "Never reuse KV blocks across prompts");
   cmd->add_option("--device", args->device, "Where to run: cpu")->capture_default_str();
   cmd->add_flag("--ignore-eos", args->ignore_eos, "Keep generating after an end-of-sequence token");
-  cmd->add_flag("--json", args->json, "Print one JSON object {prompt_ids, ids, text, finish_reason}");
+  cmd->add_flag("--json", args->json,
+                "Print one JSON object per prompt {prompt_ids, ids, text, finish_reason, cached_tokens, kv}");
   cmd->callback([args, cmd] {
-    if (args->prompt.empty() && args->prompt_ids.empty()) fail("generate: give --prompt or --prompt-ids");
+    if (args->prompt.empty() && args->prompt_ids.empty() && args->prompts_file.empty()) {
+      fail("generate: give --prompt, --prompt-ids or --prompts-file");
+    }
     run_generate(*args, *cmd);
   });
 }

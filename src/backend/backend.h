@@ -9,11 +9,12 @@
 #include <cstdint>
 #include <string>
 
+#include <span>
+
+#include "core/kv_block.h"
 #include "core/tensor.h"
 
 namespace tide {
-
-inline constexpr int32_t kNullBlock = -1;  // block-table entry that is not backed by memory; never read
 
 struct AttentionShape {
   int64_t num_heads = 0;
@@ -81,6 +82,13 @@ class Backend {
   virtual void silu_mul(Tensor out, const Tensor& gate_up) = 0;
   // out = a + b, elementwise, same shapes; out may alias a or b.
   virtual void add(Tensor out, const Tensor& a, const Tensor& b) = 0;
+
+  // --- KV host tier ---
+
+  // Copies whole blocks between a group's device storage and its host tier ([host blocks, block bytes],
+  // host memory), in the order given: an eviction to the host must land before a later copy reuses the
+  // device block or the host slot.
+  virtual void copy_blocks(KvStorage& device, Tensor& host, std::span<const BlockCopy> copies) = 0;
 };
 
 }  // namespace tide

@@ -14,6 +14,7 @@ size_t dtype_size(DType dtype) {
     case DType::kF8E4M3: return 1;
     case DType::kI32: return 4;
     case DType::kI64: return 8;
+    case DType::kU8: return 1;
   }
   return 0;
 }
@@ -26,12 +27,13 @@ std::string_view dtype_name(DType dtype) {
     case DType::kF8E4M3: return "F8_E4M3";
     case DType::kI32: return "I32";
     case DType::kI64: return "I64";
+    case DType::kU8: return "U8";
   }
   return "?";
 }
 
 std::optional<DType> parse_dtype(std::string_view name) {
-  for (DType d : {DType::kF32, DType::kF16, DType::kBF16, DType::kF8E4M3, DType::kI32, DType::kI64}) {
+  for (DType d : {DType::kF32, DType::kF16, DType::kBF16, DType::kF8E4M3, DType::kI32, DType::kI64, DType::kU8}) {
     if (dtype_name(d) == name) return d;
   }
   return std::nullopt;

@@ -9,7 +9,7 @@
 
 namespace tide {
 
-enum class DType : uint8_t { kF32, kF16, kBF16, kF8E4M3, kI32, kI64 };
+enum class DType : uint8_t { kF32, kF16, kBF16, kF8E4M3, kI32, kI64, kU8 };
 
 // Bytes per element.
 size_t dtype_size(DType dtype);

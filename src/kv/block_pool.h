@@ -1,28 +1,90 @@
-// BlockPool: the free list of one KV pool's physical blocks. Knows nothing about tokens or layers.
-// Non-goals (next issue): refcounts, cached/evictable blocks, LRU, host tier.
+// BlockPool: the physical blocks of one layer group's KV pool, with refcounts, the cache of released blocks
+// that still hold a registered key (evictable, least recently used first) and an optional host tier that
+// evicted blocks are copied to instead of being dropped. Knows nothing about tokens, layers or memory:
+// copies are described (BlockCopy) for the caller to execute, in order, before the next forward step.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <optional>
+#include <unordered_map>
 #include <vector>
+
+#include "core/kv_block.h"
+#include "kv/block_key.h"
+#include "kv/lru_list.h"
 
 namespace tide {
 
+struct PoolStats {
+  int32_t capacity_blocks = 0;
+  int32_t in_use_blocks = 0;       // refcount > 0
+  int32_t cached_blocks = 0;       // refcount 0, still holding a registered key on the device
+  int32_t host_blocks = 0;         // host-tier slots holding a key
+  int32_t peak_in_use_blocks = 0;  // since the pool was created
+  int64_t queries = 0;             // blocks looked up for prefix reuse
+  int64_t hits = 0;                // of those, blocks reused
+};
+
 class BlockPool {
  public:
-  explicit BlockPool(int32_t num_blocks);
+  BlockPool(int32_t num_blocks, int32_t num_host_blocks);
 
-  int32_t num_blocks() const { return static_cast<int32_t>(in_use_.size()); }
-  int32_t num_free() const { return static_cast<int32_t>(free_.size()); }
+  int32_t num_blocks() const { return static_cast<int32_t>(refcount_.size()); }
+  // Blocks allocate() can hand out: refcount 0, cached or not.
+  int32_t num_free() const { return free_.size(); }
   int32_t num_in_use() const { return num_blocks() - num_free(); }
+  int32_t refcount(int32_t block) const { return refcount_[static_cast<size_t>(block)]; }
+  // Current statistics (in use, cached and host counts computed now; peak and lookups accumulated).
+  PoolStats stats() const;
+  void count_lookup(int64_t queries, int64_t hits);
 
-  // Takes a free block. Throws tide::Error when none is free (callers check num_free() first).
-  int32_t allocate();
-  // Returns a block taken by allocate(). Throws on a block that is not in use (a double free is a bug).
-  void free(int32_t block);
+  // Takes the front of the free queue with one reference. A key the block still held is evicted: copied to
+  // the host tier (a kToHost copy appended to `copies`) when there is one, else forgotten.
+  // Throws tide::Error when no block is free.
+  int32_t allocate(std::vector<BlockCopy>& copies);
+  // One reference less. At zero the block joins the free queue: at the back (evicted last) when it holds a
+  // registered key, at the front when it can never give a hit.
+  void release(int32_t block);
+
+  // Whether a device block or a host slot holds `key`. Does not mutate.
+  bool contains(const BlockKey& key) const { return on_device(key) || on_host(key); }
+  bool on_device(const BlockKey& key) const { return device_.count(key) != 0; }
+  // The device block holding `key`, or nullopt.
+  std::optional<int32_t> device_block(const BlockKey& key) const {
+    const auto it = device_.find(key);
+    return it == device_.end() ? std::nullopt : std::optional<int32_t>(it->second);
+  }
+  bool on_host(const BlockKey& key) const { return host_.count(key) != 0; }
+  // A device block holding `key`, with one reference taken; when only the host tier has it, a new block is
+  // allocated and a kToDevice copy appended to `copies`. Touches the block so the LRU order reflects use.
+  // Precondition: contains(key) and, for a host hit, a free block.
+  int32_t acquire(const BlockKey& key, std::vector<BlockCopy>& copies);
+  // Makes `block` (full and computed) findable by `key`. No-op when another device block already holds the
+  // key (two sequences computed the same content): `block` then stays anonymous.
+  void register_key(int32_t block, const BlockKey& key);
+
+  // Checks the pool's internal invariants (refcounts, queue membership, maps); throws on a violation.
+  void check_invariants() const;
 
  private:
-  std::vector<int32_t> free_;  // LIFO: recently freed blocks are reused first (warm in cache)
-  std::vector<bool> in_use_;
+  void ref(int32_t block);
+  void evict_to_host(int32_t block, const BlockKey& key, std::vector<BlockCopy>& copies);
+  void note_in_use() { peak_in_use_ = std::max(peak_in_use_, num_in_use()); }
+
+  std::vector<int32_t> refcount_;
+  std::vector<std::optional<BlockKey>> key_of_block_;
+  LruList free_;                                          // refcount-0 blocks; front is evicted first
+  std::unordered_map<BlockKey, int32_t, BlockKeyHash> device_;  // registered key -> device block
+
+  std::vector<std::optional<BlockKey>> key_of_slot_;      // host tier slots
+  std::vector<int32_t> empty_slots_;
+  LruList host_lru_;                                      // slots holding a key; front is dropped first
+  std::unordered_map<BlockKey, int32_t, BlockKeyHash> host_;
+
+  int32_t peak_in_use_ = 0;
+  int64_t queries_ = 0;
+  int64_t hits_ = 0;
 };
 
 }  // namespace tide

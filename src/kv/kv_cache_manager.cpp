@@ -6,46 +6,206 @@
 
 namespace tide {
 
-KvCacheManager::KvCacheManager(int64_t block_size, std::vector<PoolSpec> pools)
-    : block_size_(block_size), specs_(std::move(pools)) {
+KvCacheManager::KvCacheManager(int64_t block_size, std::vector<PoolSpec> pools, bool enable_prefix_caching,
+                               uint64_t extra_key)
+    : block_size_(block_size),
+      specs_(std::move(pools)),
+      copies_(specs_.size()),
+      prefix_caching_(enable_prefix_caching),
+      root_key_(root_block_key(extra_key)) {
   if (block_size_ <= 0) fail("block size must be positive, got {}", block_size_);
-  for (const PoolSpec& s : specs_) pools_.emplace_back(s.num_blocks);
+  for (const PoolSpec& s : specs_) {
+    if (s.window < 0) fail("a pool's window must be >= 0 (0: global), got {}", s.window);
+    pools_.emplace_back(s.num_blocks, s.num_host_blocks);
+  }
 }
 
-SequenceKv KvCacheManager::create_sequence() const {
-  SequenceKv seq;
-  seq.block_tables.resize(pools_.size());
-  return seq;
+int64_t KvCacheManager::first_block_read(int i, int64_t pos) const {
+  const int64_t window = specs_[static_cast<size_t>(i)].window;
+  return window == 0 ? 0 : std::max<int64_t>(0, pos - window + 1) / block_size_;
 }
 
-bool KvCacheManager::can_allocate(const SequenceKv& seq, int64_t num_tokens) const {
-  TIDE_CHECK(seq.block_tables.size() == pools_.size());
-  for (size_t p = 0; p < pools_.size(); ++p) {
-    const int64_t missing = blocks_for(num_tokens) - static_cast<int64_t>(seq.block_tables[p].size());
-    if (missing > pools_[p].num_free()) return false;
+int64_t KvCacheManager::max_blocks_per_sequence(int i, int64_t num_tokens, int64_t chunk) const {
+  const int64_t window = specs_[static_cast<size_t>(i)].window;
+  if (window == 0) return blocks_for(num_tokens);
+  // A step over positions [s, s + chunk) holds the blocks overlapping [s - W + 1, s + chunk).
+  return std::min(blocks_for(num_tokens), blocks_for(chunk + window - 1) + 1);
+}
+
+bool KvCacheManager::fits(int64_t num_tokens, int64_t chunk) const {
+  for (int p = 0; p < num_pools(); ++p) {
+    if (max_blocks_per_sequence(p, num_tokens, chunk) > pool(p).num_blocks()) return false;
   }
   return true;
 }
 
-void KvCacheManager::allocate(SequenceKv& seq, int64_t num_tokens) {
-  if (!can_allocate(seq, num_tokens)) {
-    fail("KV cache is full: {} positions do not fit (block size {})", num_tokens, block_size_);
+std::vector<BlockKey> KvCacheManager::prompt_keys(std::span<const int32_t> prompt, int64_t num_blocks) const {
+  std::vector<BlockKey> keys;
+  BlockKey parent = root_key_;
+  for (int64_t j = 0; j < num_blocks; ++j) {
+    parent = chain_block_key(parent, prompt.subspan(static_cast<size_t>(j * block_size_), static_cast<size_t>(block_size_)));
+    keys.push_back(parent);
   }
+  return keys;
+}
+
+int64_t KvCacheManager::num_reusable_tokens(std::span<const int32_t> prompt) const {
+  if (!prefix_caching_ || prompt.empty()) return 0;
+  const int64_t max_blocks = (static_cast<int64_t>(prompt.size()) - 1) / block_size_;
+  const std::vector<BlockKey> keys = prompt_keys(prompt, max_blocks);
+  // last_miss[p][k]: the largest j < k whose block pool p cannot serve, or -1.
+  std::vector<std::vector<int64_t>> last_miss(pools_.size(), std::vector<int64_t>(static_cast<size_t>(max_blocks + 1), -1));
+  for (size_t p = 0; p < pools_.size(); ++p) {
+    for (int64_t j = 0; j < max_blocks; ++j) {
+      last_miss[p][static_cast<size_t>(j + 1)] = pools_[p].contains(keys[static_cast<size_t>(j)]) ? last_miss[p][static_cast<size_t>(j)] : j;
+    }
+  }
+  // Largest k where every pool holds the blocks tokens k*B .. T-1 will read (a fixed point over the groups).
+  for (int64_t k = max_blocks; k > 0; --k) {
+    bool all = true;
+    for (int p = 0; p < num_pools() && all; ++p) {
+      all = last_miss[static_cast<size_t>(p)][static_cast<size_t>(k)] < first_block_read(p, k * block_size_);
+    }
+    if (all) return k * block_size_;
+  }
+  return 0;
+}
+
+int64_t KvCacheManager::admit(SequenceKv& seq, std::span<const int32_t> prompt) {
+  TIDE_CHECK(seq.tokens.empty() && seq.block_tables.empty());
+  const int64_t reused = num_reusable_tokens(prompt);
+  const int64_t num_hit_blocks = reused / block_size_;
+  const std::vector<BlockKey> keys = prompt_keys(prompt, num_hit_blocks);
+
+  // Check first that the copies back from the host fit, so a failure changes nothing.
+  for (int p = 0; p < num_pools(); ++p) {
+    const BlockPool& bp = pool(p);
+    int64_t cached_hits = 0, host_hits = 0;  // cached hits leave the free queue; host hits need a free block
+    for (int64_t j = first_block_read(p, reused); j < num_hit_blocks; ++j) {
+      const std::optional<int32_t> block = bp.device_block(keys[static_cast<size_t>(j)]);
+      if (!block) ++host_hits;
+      else if (bp.refcount(*block) == 0) ++cached_hits;
+    }
+    if (host_hits > bp.num_free() - cached_hits) {
+      fail("KV pool {} has no free block to copy {} cached blocks back from the host tier", p, host_hits);
+    }
+  }
+
+  seq.block_tables.assign(pools_.size(), {});
+  seq.first_held_block.assign(pools_.size(), 0);
+  const int64_t max_blocks = prompt.empty() ? 0 : (static_cast<int64_t>(prompt.size()) - 1) / block_size_;
+  for (int p = 0; p < num_pools(); ++p) {
+    BlockPool& bp = pools_[static_cast<size_t>(p)];
+    const int64_t start = num_hit_blocks == 0 ? 0 : first_block_read(p, reused);
+    if (prefix_caching_) {
+      bp.count_lookup(max_blocks - first_block_read(p, max_blocks * block_size_), num_hit_blocks - start);
+    }
+    std::vector<int32_t>& table = seq.block_tables[static_cast<size_t>(p)];
+    table.assign(static_cast<size_t>(num_hit_blocks), kNullBlock);
+    seq.first_held_block[static_cast<size_t>(p)] = start;
+    // Device hits first, so that allocating blocks for host hits cannot evict one of them.
+    for (int pass = 0; pass < 2; ++pass) {
+      for (int64_t j = start; j < num_hit_blocks; ++j) {
+        const BlockKey& key = keys[static_cast<size_t>(j)];
+        if (bp.on_device(key) == (pass == 0)) table[static_cast<size_t>(j)] = bp.acquire(key, copies_[static_cast<size_t>(p)]);
+      }
+    }
+  }
+  seq.tokens.assign(prompt.begin(), prompt.begin() + reused);
+  seq.block_keys = keys;
+  seq.num_cached_tokens = reused;
+  return reused;
+}
+
+bool KvCacheManager::can_append(const SequenceKv& seq, int64_t num_new_tokens) const {
+  for (int p = 0; p < num_pools(); ++p) {
+    const int64_t missing = blocks_for(seq.num_computed() + num_new_tokens) -
+                            static_cast<int64_t>(seq.block_tables[static_cast<size_t>(p)].size());
+    if (missing > pool(p).num_free()) return false;
+  }
+  return true;
+}
+
+void KvCacheManager::append(SequenceKv& seq, int64_t num_new_tokens) {
+  if (seq.block_tables.empty()) {
+    seq.block_tables.assign(pools_.size(), {});
+    seq.first_held_block.assign(pools_.size(), 0);
+  }
+  const int64_t needed = blocks_for(seq.num_computed() + num_new_tokens);
   for (size_t p = 0; p < pools_.size(); ++p) {
     std::vector<int32_t>& table = seq.block_tables[p];
-    while (static_cast<int64_t>(table.size()) < blocks_for(num_tokens)) table.push_back(pools_[p].allocate());
+    while (static_cast<int64_t>(table.size()) < needed) table.push_back(pools_[p].allocate(copies_[p]));
   }
-  seq.num_tokens = std::max(seq.num_tokens, num_tokens);
+}
+
+void KvCacheManager::commit(SequenceKv& seq, std::span<const int32_t> tokens) {
+  seq.tokens.insert(seq.tokens.end(), tokens.begin(), tokens.end());
+  TIDE_CHECK(blocks_for(seq.num_computed()) <= static_cast<int64_t>(seq.block_tables.front().size()));
+  const int64_t num_full = seq.num_computed() / block_size_;
+  while (static_cast<int64_t>(seq.block_keys.size()) < num_full) {
+    const size_t j = seq.block_keys.size();
+    const BlockKey& parent = j == 0 ? root_key_ : seq.block_keys.back();
+    seq.block_keys.push_back(chain_block_key(
+        parent, std::span<const int32_t>(seq.tokens).subspan(j * static_cast<size_t>(block_size_), static_cast<size_t>(block_size_))));
+    if (!prefix_caching_) continue;
+    for (size_t p = 0; p < pools_.size(); ++p) {
+      const int32_t block = seq.block_tables[p][j];
+      if (block != kNullBlock) pools_[p].register_key(block, seq.block_keys.back());
+    }
+  }
+  release_out_of_window(seq);
+}
+
+void KvCacheManager::release_out_of_window(SequenceKv& seq) {
+  for (int p = 0; p < num_pools(); ++p) {
+    const int64_t upto = first_block_read(p, seq.num_computed());  // the next token reads from here on
+    std::vector<int32_t>& table = seq.block_tables[static_cast<size_t>(p)];
+    int64_t& first = seq.first_held_block[static_cast<size_t>(p)];
+    for (; first < upto; ++first) {
+      int32_t& block = table[static_cast<size_t>(first)];
+      if (block != kNullBlock) pools_[static_cast<size_t>(p)].release(block);
+      block = kNullBlock;
+    }
+  }
 }
 
 void KvCacheManager::free(SequenceKv& seq) {
   for (size_t p = 0; p < seq.block_tables.size(); ++p) {
-    for (int32_t block : seq.block_tables[p]) {
-      if (block != kNoBlock) pools_[p].free(block);
+    // Tail first: the end of a chain is evicted before its start, which more prompts share.
+    for (auto it = seq.block_tables[p].rbegin(); it != seq.block_tables[p].rend(); ++it) {
+      if (*it != kNullBlock) pools_[p].release(*it);
     }
-    seq.block_tables[p].clear();
   }
-  seq.num_tokens = 0;
+  seq = SequenceKv{};
+}
+
+std::vector<BlockCopy> KvCacheManager::take_copies(int pool) {
+  std::vector<BlockCopy> out;
+  out.swap(copies_[static_cast<size_t>(pool)]);
+  return out;
+}
+
+void KvCacheManager::check_invariants(std::span<const SequenceKv* const> live) const {
+  for (int p = 0; p < num_pools(); ++p) {
+    const BlockPool& bp = pool(p);
+    bp.check_invariants();
+    std::vector<int32_t> refs(static_cast<size_t>(bp.num_blocks()), 0);
+    for (const SequenceKv* seq : live) {
+      const std::vector<int32_t>& table = seq->block_tables[static_cast<size_t>(p)];
+      for (size_t j = 0; j < table.size(); ++j) {
+        if (table[j] == kNullBlock) continue;
+        if (static_cast<int64_t>(j) < seq->first_held_block[static_cast<size_t>(p)]) {
+          fail("pool {}: block {} held before the sequence's first held block", p, j);
+        }
+        ++refs[static_cast<size_t>(table[j])];
+      }
+    }
+    for (int32_t b = 0; b < bp.num_blocks(); ++b) {
+      if (refs[static_cast<size_t>(b)] != bp.refcount(b)) {
+        fail("pool {}: block {} has refcount {} but {} table references", p, b, bp.refcount(b), refs[static_cast<size_t>(b)]);
+      }
+    }
+  }
 }
 
 }  // namespace tide

@@ -9,22 +9,54 @@
 namespace tide {
 namespace {
 
-// Same number of blocks in every pool, as many as the budget allows. (The window-aware manager sizes
-// sliding pools by need instead.)
+// Splits a byte budget over the pools by need (design/kv-cache.md): a global pool needs its layers x the
+// context, a sliding pool its layers x min(W + chunk + block_size, context) per sequence. Each sliding pool is
+// first given one sequence's worth (it is small), so that a budget below one full-context sequence still
+// serves shorter ones; the rest is split in proportion to need, which lets every pool hold the same number
+// of full-context sequences.
+std::vector<int32_t> split_budget(const Cohere2Model& model, const EngineOptions& options, int64_t budget) {
+  const ModelConfig& c = model.config();
+  const int64_t context = c.max_position_embeddings;
+  const size_t num_groups = c.groups.size();
+  std::vector<double> need(num_groups), reserved(num_groups, 0.0);
+  double total_need = 0, total_reserved = 0;
+  for (size_t g = 0; g < num_groups; ++g) {
+    const int64_t window = c.groups[g].window;
+    const int64_t tokens =
+        window == 0 ? context : std::min(window + options.max_prefill_chunk + options.block_size, context);
+    const double bytes = static_cast<double>(tokens) * static_cast<double>(model.kv_block_bytes(static_cast<int>(g), 1));
+    need[g] = bytes;
+    total_need += bytes;
+    if (window != 0) reserved[g] = bytes + static_cast<double>(model.kv_block_bytes(static_cast<int>(g), options.block_size));
+    total_reserved += reserved[g];
+  }
+  const bool reserve = total_reserved < static_cast<double>(budget);
+  const double rest = static_cast<double>(budget) - (reserve ? total_reserved : 0.0);
+  std::vector<int32_t> blocks;
+  for (size_t g = 0; g < num_groups; ++g) {
+    const double share = (reserve ? reserved[g] : 0.0) + rest * need[g] / total_need;
+    const double n = share / static_cast<double>(model.kv_block_bytes(static_cast<int>(g), options.block_size));
+    blocks.push_back(static_cast<int32_t>(std::min<double>(n, INT32_MAX)));
+  }
+  return blocks;
+}
+
 std::vector<PoolSpec> pool_specs(const Cohere2Model& model, const EngineOptions& options) {
   if (options.block_size <= 0) fail("--block-size must be positive, got {}", options.block_size);
-  int64_t bytes_per_block_all_pools = 0;
-  for (size_t g = 0; g < model.config().groups.size(); ++g) {
-    bytes_per_block_all_pools += model.kv_block_bytes(static_cast<int>(g), options.block_size);
+  if (options.max_prefill_chunk <= 0) fail("prefill chunk must be positive, got {}", options.max_prefill_chunk);
+  if (options.kv_cache_memory <= 0) fail("--kv-cache-memory must be positive, got {}", options.kv_cache_memory);
+  if (options.host_kv_cache_memory < 0) {
+    fail("--host-kv-cache-memory must be >= 0, got {}", options.host_kv_cache_memory);
   }
-  const int64_t num_blocks = options.kv_cache_memory / bytes_per_block_all_pools;
-  if (num_blocks < 1) {
-    fail("KV cache memory of {} bytes holds no block (one block in every pool needs {} bytes)",
-         options.kv_cache_memory, bytes_per_block_all_pools);
-  }
+  const std::vector<int32_t> device = split_budget(model, options, options.kv_cache_memory);
+  const std::vector<int32_t> host = split_budget(model, options, options.host_kv_cache_memory);
   std::vector<PoolSpec> specs;
-  for (const LayerGroup& g : model.config().groups) {
-    specs.push_back(PoolSpec{g.window, static_cast<int32_t>(std::min<int64_t>(num_blocks, INT32_MAX))});
+  for (size_t g = 0; g < device.size(); ++g) {
+    if (device[g] < 1) {
+      fail("--kv-cache-memory of {} bytes leaves no block for the layer group of window {}", options.kv_cache_memory,
+           model.config().groups[g].window);
+    }
+    specs.push_back(PoolSpec{model.config().groups[g].window, device[g], host[g]});
   }
   return specs;
 }
@@ -47,7 +79,7 @@ std::vector<int32_t> generation_config_eos(const std::filesystem::path& dir) {
 // A sequence whose blocks go back to their pools when it goes out of scope, error or not.
 class ScopedSequence {
  public:
-  explicit ScopedSequence(KvCacheManager& kv) : kv_(kv), seq_(kv.create_sequence()) {}
+  explicit ScopedSequence(KvCacheManager& kv) : kv_(kv) {}
   ~ScopedSequence() { kv_.free(seq_); }
   ScopedSequence(const ScopedSequence&) = delete;
   ScopedSequence& operator=(const ScopedSequence&) = delete;
@@ -60,15 +92,23 @@ class ScopedSequence {
 
 }  // namespace
 
+std::vector<PoolSpec> plan_kv_pools(const Cohere2Model& model, const EngineOptions& options) {
+  return pool_specs(model, options);
+}
+
 Engine::Engine(const std::filesystem::path& model_dir, std::unique_ptr<Backend> backend, EngineOptions options)
     : backend_(std::move(backend)),
       model_(Cohere2Model::load(model_dir, *backend_)),
       tokenizer_(Tokenizer::from_dir(model_dir)),
       options_(options),
-      kv_manager_(options.block_size, pool_specs(model_, options)) {
-  if (options_.max_prefill_chunk <= 0) fail("prefill chunk must be positive, got {}", options_.max_prefill_chunk);
+      kv_manager_(options.block_size, pool_specs(model_, options), options.enable_prefix_caching) {
   std::vector<int32_t> num_blocks;
-  for (int p = 0; p < kv_manager_.num_pools(); ++p) num_blocks.push_back(kv_manager_.spec(p).num_blocks);
+  for (int p = 0; p < kv_manager_.num_pools(); ++p) {
+    const PoolSpec& spec = kv_manager_.spec(p);
+    num_blocks.push_back(spec.num_blocks);
+    const int64_t block_bytes = model_.kv_block_bytes(p, options_.block_size);
+    host_kv_storage_.push_back(host_tensor(DType::kU8, Shape{spec.num_host_blocks, block_bytes}));
+  }
   kv_storage_ = model_.allocate_kv(options_.block_size, num_blocks);
 
   stop_ids_ = generation_config_eos(model_dir);
@@ -90,8 +130,7 @@ void Engine::check_prompt(std::span<const int32_t> prompt, int64_t max_new_token
     fail("prompt ({} tokens) + max tokens ({}) exceeds the model's maximum length {}", prompt.size(),
          max_new_tokens, config().max_position_embeddings);
   }
-  SequenceKv probe = kv_manager_.create_sequence();
-  if (!kv_manager_.can_allocate(probe, total)) {
+  if (!kv_manager_.fits(total, options_.max_prefill_chunk)) {
     fail("prompt ({} tokens) + max tokens ({}) does not fit in the KV cache; raise the KV cache memory",
          prompt.size(), max_new_tokens);
   }
@@ -103,8 +142,10 @@ std::vector<std::vector<float>> Engine::extend(SequenceKv& seq, std::span<const 
   const int64_t vocab = config().vocab_size;
   for (size_t begin = 0; begin < tokens.size(); begin += static_cast<size_t>(options_.max_prefill_chunk)) {
     const size_t end = std::min(tokens.size(), begin + static_cast<size_t>(options_.max_prefill_chunk));
-    const int64_t start_pos = seq.num_tokens;
-    kv_manager_.allocate(seq, start_pos + static_cast<int64_t>(end - begin));
+    const int64_t start_pos = seq.num_computed();
+    const auto chunk = tokens.subspan(begin, end - begin);
+    kv_manager_.append(seq, static_cast<int64_t>(chunk.size()));
+    run_block_copies();
 
     ForwardBatch batch;
     batch.token_ids.assign(tokens.begin() + static_cast<std::ptrdiff_t>(begin),
@@ -116,6 +157,7 @@ std::vector<std::vector<float>> Engine::extend(SequenceKv& seq, std::span<const 
       if (want_logits(i)) batch.logit_indices.push_back(static_cast<int32_t>(i - begin));
     }
     const Tensor logits = model_.forward(batch, kv_storage_);
+    kv_manager_.commit(seq, chunk);
     std::vector<float> host(static_cast<size_t>(logits.numel()));
     backend_->download(logits, host.data());
     for (size_t r = 0; r < batch.logit_indices.size(); ++r) {
@@ -137,8 +179,10 @@ GenerateResult Engine::generate(std::span<const int32_t> prompt, const GenerateO
 
   Sampler sampler(options.sampling);
   ScopedSequence seq(kv_manager_);
-  const size_t last = prompt.size() - 1;
-  std::vector<float> logits = extend(seq.get(), prompt, [&](size_t i) { return i == last; }).back();
+  result.cached_tokens = kv_manager_.admit(seq.get(), prompt);
+  run_block_copies();
+  const auto rest = prompt.subspan(static_cast<size_t>(result.cached_tokens));
+  std::vector<float> logits = extend(seq.get(), rest, [&](size_t i) { return i == rest.size() - 1; }).back();
   while (true) {
     const int32_t next = sampler.sample(logits);
     result.ids.push_back(next);
@@ -158,8 +202,27 @@ GenerateResult Engine::generate(std::span<const int32_t> prompt, const GenerateO
 std::vector<std::vector<float>> Engine::prompt_logits(std::span<const int32_t> prompt, bool all_positions) {
   check_prompt(prompt, 0);
   ScopedSequence seq(kv_manager_);
-  const size_t last = prompt.size() - 1;
-  return extend(seq.get(), prompt, [&](size_t i) { return all_positions || i == last; });
+  if (all_positions) return extend(seq.get(), prompt, [](size_t) { return true; });
+  const int64_t cached = kv_manager_.admit(seq.get(), prompt);
+  run_block_copies();
+  const auto rest = prompt.subspan(static_cast<size_t>(cached));
+  return extend(seq.get(), rest, [&](size_t i) { return i == rest.size() - 1; });
+}
+
+void Engine::run_block_copies() {
+  for (int p = 0; p < kv_manager_.num_pools(); ++p) {
+    const std::vector<BlockCopy> copies = kv_manager_.take_copies(p);
+    if (!copies.empty()) backend_->copy_blocks(kv_storage_[static_cast<size_t>(p)], host_kv_storage_[static_cast<size_t>(p)], copies);
+  }
+}
+
+std::vector<KvPoolReport> Engine::kv_report() const {
+  std::vector<KvPoolReport> report;
+  for (int p = 0; p < kv_manager_.num_pools(); ++p) {
+    const LayerGroup& group = config().groups[static_cast<size_t>(p)];
+    report.push_back(KvPoolReport{group.window, group.num_layers(), kv_manager_.pool(p).stats()});
+  }
+  return report;
 }
 
 }  // namespace tide

@@ -21,9 +21,11 @@
 namespace tide {
 
 struct EngineOptions {
-  int64_t block_size = 16;                   // positions per KV block
-  int64_t kv_cache_memory = int64_t{256} << 20;  // bytes for all KV pools together
-  int64_t max_prefill_chunk = 512;           // prompt tokens per forward step
+  int64_t block_size = 16;                       // positions per KV block
+  int64_t kv_cache_memory = int64_t{256} << 20;  // bytes for all device KV pools together
+  int64_t host_kv_cache_memory = 0;              // bytes for all host-tier pools together (0: no host tier)
+  bool enable_prefix_caching = true;
+  int64_t max_prefill_chunk = 512;               // prompt tokens per forward step
 };
 
 struct GenerateOptions {
@@ -33,9 +35,21 @@ struct GenerateOptions {
 };
 
 struct GenerateResult {
-  std::vector<int32_t> ids;   // generated tokens (the stop token included when generation hit one)
-  std::string finish_reason;  // "stop" (a stop token) or "length" (max_tokens)
+  std::vector<int32_t> ids;    // generated tokens (the stop token included when generation hit one)
+  std::string finish_reason;   // "stop" (a stop token) or "length" (max_tokens)
+  int64_t cached_tokens = 0;   // prompt tokens taken from the prefix cache instead of computed
 };
+
+// One KV pool's statistics with the layer group it serves.
+struct KvPoolReport {
+  int64_t window = 0;  // 0: global
+  int num_layers = 0;
+  PoolStats stats;
+};
+
+// The KV pools (one per layer group) that `options`' byte budgets buy for `model`. Throws tide::Error when
+// a budget is invalid or leaves a pool without a block.
+std::vector<PoolSpec> plan_kv_pools(const Cohere2Model& model, const EngineOptions& options);
 
 class Engine {
  public:
@@ -46,6 +60,7 @@ class Engine {
   const Tokenizer& tokenizer() const { return tokenizer_; }
   const Cohere2Model& model() const { return model_; }
   const KvCacheManager& kv_cache() const { return kv_manager_; }
+  std::vector<KvPoolReport> kv_report() const;
   // Token ids that end generation: generation_config.json's, config.json's and the tokenizer's EOS.
   const std::vector<int32_t>& stop_token_ids() const { return stop_ids_; }
 
@@ -55,14 +70,16 @@ class Engine {
                           const std::function<void(int32_t)>& on_token = {});
 
   // Logits [positions][vocab] of `prompt`: every position, or only the last one. Computed through the same
-  // chunked, paged path as generate().
+  // chunked, paged path as generate(); only the last position may come from a reused prefix.
   std::vector<std::vector<float>> prompt_logits(std::span<const int32_t> prompt, bool all_positions);
 
  private:
-  // Runs `tokens` (positions seq.num_tokens...) of one sequence through the model in chunks; returns the
-  // logits of the tokens selected by `want_logits(index in tokens)`, in order.
+  // Runs `tokens` (positions seq.num_computed() ...) of one sequence through the model in chunks; returns
+  // the logits of the tokens selected by `want_logits(index in tokens)`, in order.
   std::vector<std::vector<float>> extend(SequenceKv& seq, std::span<const int32_t> tokens,
                                          const std::function<bool(size_t)>& want_logits);
+  // Executes the block copies (evictions to the host tier, copies back) the KV manager asked for.
+  void run_block_copies();
   void check_prompt(std::span<const int32_t> prompt, int64_t max_new_tokens) const;
 
   std::unique_ptr<Backend> backend_;
@@ -71,6 +88,7 @@ class Engine {
   EngineOptions options_;
   KvCacheManager kv_manager_;
   std::vector<KvStorage> kv_storage_;
+  std::vector<Tensor> host_kv_storage_;  // per pool: [host blocks, block bytes], host memory
   std::vector<int32_t> stop_ids_;
 };
 

@@ -253,7 +253,7 @@ TEST_P(SyntheticModelTest, MixedBatchEqualsSequencesAlone) {
   const Cohere2Model model = Cohere2Model::load(dir.path(), backend);
   const int64_t block = 4;
   const int num_groups = static_cast<int>(model.config().groups.size());
-  KvCacheManager kv(block, std::vector<PoolSpec>(static_cast<size_t>(num_groups), PoolSpec{0, 200}));
+  KvCacheManager kv(block, std::vector<PoolSpec>(static_cast<size_t>(num_groups), PoolSpec{0, 200, 0}), false);
   std::vector<KvStorage> storage = model.allocate_kv(block, std::vector<int32_t>(static_cast<size_t>(num_groups), 200));
 
   const std::vector<std::vector<int32_t>> prompts = {random_ids(30, m.spec.vocab, 1), random_ids(21, m.spec.vocab, 2),
@@ -261,8 +261,8 @@ TEST_P(SyntheticModelTest, MixedBatchEqualsSequencesAlone) {
   const std::vector<int64_t> cached = {17, 20, 0};  // positions computed before the mixed step
   std::vector<SequenceKv> seqs;
   for (size_t s = 0; s < prompts.size(); ++s) {
-    seqs.push_back(kv.create_sequence());
-    kv.allocate(seqs[s], static_cast<int64_t>(prompts[s].size()));
+    seqs.emplace_back();
+    kv.append(seqs[s], static_cast<int64_t>(prompts[s].size()));
     if (cached[s] == 0) continue;
     ForwardBatch warm;
     warm.token_ids.assign(prompts[s].begin(), prompts[s].begin() + cached[s]);
