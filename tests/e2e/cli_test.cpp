@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cstdio>
+#include <sstream>
 
 #include "../test_util.h"
 
@@ -59,6 +60,69 @@ TEST(Cli, GenerateFromTextPrintsPromptAndContinuation) {
   EXPECT_EQ(run("generate " + kModel + " --prompt 'Hello world' --max-tokens 5 --temperature 0.8 --seed 1").out, r.out);
 }
 
+TEST(Cli, PromptsFileRunsPromptsInOneEngineWithReuse) {
+  const nlohmann::json g = test::read_json(test::fixture("cohere2-tiny/golden.json"));
+  const auto& c = g["prefix_sharing"][1];  // 49 shared tokens
+  test::TempDir dir;
+  const auto file = dir.path() / "prompts.jsonl";
+  std::ofstream(file) << nlohmann::json{{"prompt_ids", c["a_ids"]}, {"max_tokens", 2}}.dump() << "\n\n"
+                      << nlohmann::json{{"prompt_ids", c["b_ids"]}, {"max_tokens", 16}}.dump() << "\n"
+                      << nlohmann::json{{"prompt", "Hello"}}.dump() << "\n";
+  const RunResult r = run("generate " + kModel + " --prompts-file " + file.string() + " --json --ignore-eos --max-tokens 3");
+  ASSERT_EQ(r.status, 0) << r.out;
+  std::vector<nlohmann::json> lines;
+  std::istringstream in(r.out);
+  for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[0]["ids"].size(), 2u);
+  EXPECT_EQ(lines[0]["cached_tokens"], 0);
+  EXPECT_EQ(lines[1]["ids"], c["b_greedy_ids"]);
+  EXPECT_EQ(lines[1]["cached_tokens"], 48);
+  EXPECT_EQ(lines[2]["ids"].size(), 3u);  // the default --max-tokens
+  const nlohmann::json& kv = lines[1]["kv"];
+  EXPECT_EQ(kv["block_size"], 16);
+  ASSERT_EQ(kv["pools"].size(), 2u);
+  EXPECT_EQ(kv["pools"][0]["window"], 16);
+  EXPECT_TRUE(kv["pools"][1]["window"].is_null());
+  EXPECT_EQ(kv["pools"][0]["num_layers"], 6);
+  EXPECT_EQ(kv["pools"][1]["num_layers"], 2);
+  for (const char* key : {"capacity_blocks", "in_use_blocks", "cached_blocks", "host_blocks", "peak_in_use_blocks",
+                          "queries", "hits"}) {
+    EXPECT_TRUE(kv["pools"][1][key].is_number_integer()) << key;
+  }
+  EXPECT_GT(kv["pools"][1]["hits"].get<int>(), 0);
+
+  const RunResult no_reuse =
+      run("generate " + kModel + " --prompts-file " + file.string() + " --json --ignore-eos --no-prefix-caching");
+  std::istringstream in2(no_reuse.out);
+  std::string first, second;
+  std::getline(in2, first);
+  std::getline(in2, second);
+  EXPECT_EQ(nlohmann::json::parse(second)["cached_tokens"], 0);
+  EXPECT_EQ(nlohmann::json::parse(second)["ids"], c["b_greedy_ids"]);
+}
+
+TEST(Cli, BadPromptsFilesNameTheLine) {
+  test::TempDir dir;
+  struct Case {
+    std::string content, needle;
+  };
+  for (const Case& c : std::vector<Case>{{"{\"prompt_ids\": [5, 6]}\nnot json\n", ":2"},
+                                         {"{\"prompt_ids\": [5, -3]}\n", "prompt_ids"},
+                                         {"{\"prompt\": 5}\n", "prompt"},
+                                         {"{\"prompt\": \"a\", \"prompt_ids\": [5]}\n", "exactly one"},
+                                         {"{\"prompt\": \"a\", \"max_tokens\": -1}\n", "max_tokens"},
+                                         {"\n\n", "no prompt"}}) {
+    const auto file = dir.path() / "p.jsonl";
+    std::ofstream(file) << c.content;
+    const RunResult r = run("generate " + kModel + " --prompts-file " + file.string());
+    EXPECT_GT(r.status, 0) << c.content;
+    EXPECT_NE(r.out.find(c.needle), std::string::npos) << c.content << "\n" << r.out;
+  }
+  const RunResult missing = run("generate " + kModel + " --prompts-file /nonexistent.jsonl");
+  EXPECT_NE(missing.out.find("/nonexistent.jsonl"), std::string::npos);
+}
+
 TEST(Cli, LogitsLastAndAllPositions) {
   const RunResult last = run("logits " + kModel + " --prompt-ids 5,17,42");
   ASSERT_EQ(last.status, 0) << last.out;
@@ -99,6 +163,8 @@ TEST(Cli, BadInputIsAClearErrorNotACrash) {
            {"generate " + kModel, "--prompt"},
            {"generate " + kModel + " --prompt hi --top-p 2", "top-p"},
            {"generate " + kModel + " --prompt hi --block-size 0", "block-size"},
+           {"generate " + kModel + " --prompt hi --kv-cache-memory 100", "kv-cache-memory"},
+           {"generate " + kModel + " --prompt hi --kv-cache-memory lots", "kv-cache-memory"},
            {"logits " + kModel + " --prompt-ids ''", "--prompt-ids"},
            {"detokenize " + kModel + " --ids 5,100000", "100000"},
            {"frobnicate", "frobnicate"},
