@@ -90,7 +90,8 @@ std::vector<TextSegment> AddedVocabulary::split(std::string_view text, bool norm
       size_t next = stop;
       while (stop < text.size() && utf8::is_white_space(utf8::next_code_point(text, next))) stop = next;
     }
-    start = std::max(start, done);
+    // A match inside whitespace that an rstrip token absorbed starts before `done`; HF still emits it (and
+    // moves `done` back to its end), so the same is done here.
     if (start > done) segments.push_back({text.substr(done, start - done)});
     segments.push_back({text.substr(start, stop - start), token.id});
     done = stop;

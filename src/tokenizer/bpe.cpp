@@ -193,7 +193,9 @@ std::vector<int32_t> BpeModel::merge_word(std::string_view word) const {
   std::priority_queue<Candidate, std::vector<Candidate>, decltype(later)> queue(later);
   std::vector<Symbol> symbols(ids.size());
   const auto n = static_cast<int32_t>(ids.size());
-  for (int32_t i = 0; i < n; ++i) symbols[static_cast<size_t>(i)] = {ids[static_cast<size_t>(i)], i - 1, i + 1 < n ? i + 1 : -1, true};
+  for (int32_t i = 0; i < n; ++i) {
+    symbols[static_cast<size_t>(i)] = {ids[static_cast<size_t>(i)], i - 1, i + 1 < n ? i + 1 : -1, true};
+  }
 
   const auto push_candidate = [&](int32_t pos) {
     const Symbol& left = symbols[static_cast<size_t>(pos)];

@@ -41,7 +41,41 @@ struct Tokenizer::Impl {
     }
     if (!present[static_cast<size_t>(id)]) fail("{}: token id {} has no token in the vocabulary", what, id);
   }
+  void build_token_tables();
 };
+
+// Fills the per-id tables: vocabulary tokens, overridden by added tokens (HF looks those up first), their
+// decoded bytes, and the special flags.
+void Tokenizer::Impl::build_token_tables() {
+  int32_t max_id = model.max_id();
+  for (const AddedToken& token : added.tokens()) max_id = std::max(max_id, token.id);
+  const auto size = static_cast<size_t>(max_id + 1);
+  tokens.resize(size);
+  present.resize(size, false);
+  special.resize(size, false);
+  for (size_t id = 0; id < size; ++id) {
+    if (const std::string* token = model.id_to_token(static_cast<int32_t>(id))) {
+      tokens[id] = *token;
+      present[id] = true;
+    }
+  }
+  std::unordered_set<std::string> special_contents;
+  for (const AddedToken& token : added.tokens()) {
+    tokens[static_cast<size_t>(token.id)] = token.pattern;
+    present[static_cast<size_t>(token.id)] = true;
+    if (token.special) special_contents.insert(token.content);
+  }
+  // HF decides "special" by the decoded string, so a vocabulary entry spelled like a special token counts too.
+  token_bytes.resize(size);
+  for (size_t id = 0; id < size; ++id) {
+    special[id] = present[id] && special_contents.contains(tokens[id]);
+    if (!byte_level_decoder) {
+      token_bytes[id] = tokens[id];
+    } else {
+      byte_level::decode_token(tokens[id], token_bytes[id]);
+    }
+  }
+}
 
 namespace {
 
@@ -99,34 +133,7 @@ Tokenizer Tokenizer::from_json(std::string_view tokenizer_json, std::string_view
       PostProcessor::from_json(jf::find(json, "post_processor", root), jf::child(root, "post_processor"));
   impl->byte_level_decoder = parse_byte_level_decoder(jf::find(json, "decoder", root), jf::child(root, "decoder"));
 
-  int32_t max_id = impl->model.max_id();
-  for (const AddedToken& token : impl->added.tokens()) max_id = std::max(max_id, token.id);
-  const auto size = static_cast<size_t>(max_id + 1);
-  impl->tokens.resize(size);
-  impl->present.resize(size, false);
-  impl->special.resize(size, false);
-  for (size_t id = 0; id < size; ++id) {
-    if (const std::string* token = impl->model.id_to_token(static_cast<int32_t>(id))) {
-      impl->tokens[id] = *token;
-      impl->present[id] = true;
-    }
-  }
-  std::unordered_set<std::string> special_contents;
-  for (const AddedToken& token : impl->added.tokens()) {
-    impl->tokens[static_cast<size_t>(token.id)] = token.pattern;
-    impl->present[static_cast<size_t>(token.id)] = true;
-    if (token.special) special_contents.insert(token.content);
-  }
-  // HF decides "special" by the decoded string, so a vocabulary entry spelled like a special token counts too.
-  impl->token_bytes.resize(size);
-  for (size_t id = 0; id < size; ++id) {
-    impl->special[id] = impl->present[id] && special_contents.contains(impl->tokens[id]);
-    if (!impl->byte_level_decoder) {
-      impl->token_bytes[id] = impl->tokens[id];
-    } else {
-      byte_level::decode_token(impl->tokens[id], impl->token_bytes[id]);
-    }
-  }
+  impl->build_token_tables();
 
   const auto& prefix = impl->post_processor.prefix();
   impl->bos_id = prefix.empty() ? std::nullopt : std::optional<int32_t>(prefix.front());
