@@ -4,13 +4,21 @@
 
 namespace tide {
 
+namespace {
+
+int32_t checked_size(int32_t n, const char* what) {
+  if (n < 0) fail("block pool: {} must be >= 0, got {}", what, n);
+  return n;
+}
+
+}  // namespace
+
 BlockPool::BlockPool(int32_t num_blocks, int32_t num_host_blocks)
-    : refcount_(static_cast<size_t>(num_blocks), 0),
+    : refcount_(static_cast<size_t>(checked_size(num_blocks, "number of blocks")), 0),
       key_of_block_(static_cast<size_t>(num_blocks)),
       free_(num_blocks),
-      key_of_slot_(static_cast<size_t>(num_host_blocks)),
+      key_of_slot_(static_cast<size_t>(checked_size(num_host_blocks, "number of host blocks"))),
       host_lru_(num_host_blocks) {
-  if (num_blocks < 0 || num_host_blocks < 0) fail("block pool sizes must be >= 0");
   for (int32_t b = 0; b < num_blocks; ++b) free_.push_back(b);
   for (int32_t s = num_host_blocks - 1; s >= 0; --s) empty_slots_.push_back(s);
 }
@@ -76,22 +84,46 @@ void BlockPool::release(int32_t block) {
   }
 }
 
-int32_t BlockPool::acquire(const BlockKey& key, std::vector<BlockCopy>& copies) {
-  if (auto it = device_.find(key); it != device_.end()) {
-    ref(it->second);
-    return it->second;
+bool BlockPool::can_acquire(std::span<const BlockKey> keys) const {
+  // Cached device hits leave the free queue; host hits each need a free block.
+  int32_t cached = 0, host_only = 0;
+  for (const BlockKey& key : keys) {
+    const auto it = device_.find(key);
+    if (it == device_.end()) {
+      TIDE_CHECK(host_.count(key));
+      ++host_only;
+    } else {
+      cached += refcount_[static_cast<size_t>(it->second)] == 0;
+    }
   }
-  const auto it = host_.find(key);
-  TIDE_CHECK(it != host_.end());
-  const int32_t slot = it->second;
-  // Pin the slot while a block is allocated: the eviction that allocation may cause must not reuse it.
-  host_lru_.remove(slot);
-  const int32_t block = allocate(copies);
-  copies.push_back(BlockCopy{BlockCopy::Direction::kToDevice, block, slot});
-  host_lru_.push_back(slot);
-  key_of_block_[static_cast<size_t>(block)] = key;
-  device_[key] = block;
-  return block;
+  return host_only <= num_free() - cached;
+}
+
+std::vector<int32_t> BlockPool::acquire(std::span<const BlockKey> keys, std::vector<BlockCopy>& copies) {
+  if (!can_acquire(keys)) {
+    fail("KV block pool exhausted ({} blocks): no room to copy cached blocks back from the host tier", num_blocks());
+  }
+  // Device hits first, so that allocating blocks for host hits cannot evict one of them; the host slots
+  // being read are pinned (out of the host LRU) so that those allocations' evictions cannot reuse them.
+  std::vector<int32_t> blocks(keys.size(), kNullBlock);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (const auto it = device_.find(keys[i]); it != device_.end()) {
+      ref(it->second);
+      blocks[i] = it->second;
+    } else {
+      host_lru_.remove(host_.at(keys[i]));
+    }
+  }
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (blocks[i] != kNullBlock) continue;
+    const int32_t slot = host_.at(keys[i]);
+    blocks[i] = allocate(copies);
+    copies.push_back(BlockCopy{BlockCopy::Direction::kToDevice, blocks[i], slot});
+    key_of_block_[static_cast<size_t>(blocks[i])] = keys[i];
+    device_[keys[i]] = blocks[i];
+    host_lru_.push_back(slot);  // unpinned, and most recently used
+  }
+  return blocks;
 }
 
 void BlockPool::register_key(int32_t block, const BlockKey& key) {

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <unordered_map>
 #include <vector>
 
@@ -56,10 +57,17 @@ class BlockPool {
     return it == device_.end() ? std::nullopt : std::optional<int32_t>(it->second);
   }
   bool on_host(const BlockKey& key) const { return host_.count(key) != 0; }
-  // A device block holding `key`, with one reference taken; when only the host tier has it, a new block is
-  // allocated and a kToDevice copy appended to `copies`. Touches the block so the LRU order reflects use.
-  // Precondition: contains(key) and, for a host hit, a free block.
-  int32_t acquire(const BlockKey& key, std::vector<BlockCopy>& copies);
+  // Device blocks holding `keys`, one reference taken on each; keys only the host tier has get newly
+  // allocated blocks and kToDevice copies appended to `copies` (after any kToHost copies those allocations
+  // cause, which never overwrite a slot being read). Touches every block so the LRU order reflects use.
+  // Throws tide::Error, changing nothing, when there are not enough free blocks. Precondition: contains()
+  // for every key.
+  std::vector<int32_t> acquire(std::span<const BlockKey> keys, std::vector<BlockCopy>& copies);
+  // Whether acquire(keys) has the free blocks it needs. Does not mutate.
+  bool can_acquire(std::span<const BlockKey> keys) const;
+  int32_t acquire(const BlockKey& key, std::vector<BlockCopy>& copies) {
+    return acquire(std::span<const BlockKey>(&key, 1), copies).front();
+  }
   // Makes `block` (full and computed) findable by `key`. No-op when another device block already holds the
   // key (two sequences computed the same content): `block` then stays anonymous.
   void register_key(int32_t block, const BlockKey& key);

@@ -28,8 +28,9 @@ int64_t KvCacheManager::first_block_read(int i, int64_t pos) const {
 int64_t KvCacheManager::max_blocks_per_sequence(int i, int64_t num_tokens, int64_t chunk) const {
   const int64_t window = specs_[static_cast<size_t>(i)].window;
   if (window == 0) return blocks_for(num_tokens);
-  // A step over positions [s, s + chunk) holds the blocks overlapping [s - W + 1, s + chunk).
-  return std::min(blocks_for(num_tokens), blocks_for(chunk + window - 1) + 1);
+  // A step over positions [s, s + chunk) holds the blocks overlapping [s - W + 1, s + chunk - 1]: a span of
+  // L = chunk + W - 1 positions overlaps at most ceil((L - 1) / B) + 1 blocks.
+  return std::min(blocks_for(num_tokens), blocks_for(chunk + window - 2) + 1);
 }
 
 bool KvCacheManager::fits(int64_t num_tokens, int64_t chunk) const {
@@ -77,39 +78,31 @@ int64_t KvCacheManager::admit(SequenceKv& seq, std::span<const int32_t> prompt) 
   const int64_t num_hit_blocks = reused / block_size_;
   const std::vector<BlockKey> keys = prompt_keys(prompt, num_hit_blocks);
 
-  // Check first that the copies back from the host fit, so a failure changes nothing.
+  // The blocks each pool serves: the whole chain (global) or the last window before L (sliding). All pools
+  // are checked before any is touched, so a failure changes nothing.
+  std::vector<int64_t> starts;
   for (int p = 0; p < num_pools(); ++p) {
-    const BlockPool& bp = pool(p);
-    int64_t cached_hits = 0, host_hits = 0;  // cached hits leave the free queue; host hits need a free block
-    for (int64_t j = first_block_read(p, reused); j < num_hit_blocks; ++j) {
-      const std::optional<int32_t> block = bp.device_block(keys[static_cast<size_t>(j)]);
-      if (!block) ++host_hits;
-      else if (bp.refcount(*block) == 0) ++cached_hits;
-    }
-    if (host_hits > bp.num_free() - cached_hits) {
-      fail("KV pool {} has no free block to copy {} cached blocks back from the host tier", p, host_hits);
+    starts.push_back(num_hit_blocks == 0 ? 0 : first_block_read(p, reused));
+    const auto hit_keys = std::span<const BlockKey>(keys).subspan(static_cast<size_t>(starts.back()));
+    if (!pool(p).can_acquire(hit_keys)) {
+      fail("KV pool {} has no free block to copy cached blocks back from the host tier", p);
     }
   }
-
   seq.block_tables.assign(pools_.size(), {});
   seq.first_held_block.assign(pools_.size(), 0);
   const int64_t max_blocks = prompt.empty() ? 0 : (static_cast<int64_t>(prompt.size()) - 1) / block_size_;
   for (int p = 0; p < num_pools(); ++p) {
     BlockPool& bp = pools_[static_cast<size_t>(p)];
-    const int64_t start = num_hit_blocks == 0 ? 0 : first_block_read(p, reused);
+    const int64_t start = starts[static_cast<size_t>(p)];
     if (prefix_caching_) {
       bp.count_lookup(max_blocks - first_block_read(p, max_blocks * block_size_), num_hit_blocks - start);
     }
     std::vector<int32_t>& table = seq.block_tables[static_cast<size_t>(p)];
-    table.assign(static_cast<size_t>(num_hit_blocks), kNullBlock);
+    table.assign(static_cast<size_t>(start), kNullBlock);
     seq.first_held_block[static_cast<size_t>(p)] = start;
-    // Device hits first, so that allocating blocks for host hits cannot evict one of them.
-    for (int pass = 0; pass < 2; ++pass) {
-      for (int64_t j = start; j < num_hit_blocks; ++j) {
-        const BlockKey& key = keys[static_cast<size_t>(j)];
-        if (bp.on_device(key) == (pass == 0)) table[static_cast<size_t>(j)] = bp.acquire(key, copies_[static_cast<size_t>(p)]);
-      }
-    }
+    const std::vector<int32_t> blocks = bp.acquire(
+        std::span<const BlockKey>(keys).subspan(static_cast<size_t>(start)), copies_[static_cast<size_t>(p)]);
+    table.insert(table.end(), blocks.begin(), blocks.end());
   }
   seq.tokens.assign(prompt.begin(), prompt.begin() + reused);
   seq.block_keys = keys;
@@ -119,8 +112,9 @@ int64_t KvCacheManager::admit(SequenceKv& seq, std::span<const int32_t> prompt) 
 
 bool KvCacheManager::can_append(const SequenceKv& seq, int64_t num_new_tokens) const {
   for (int p = 0; p < num_pools(); ++p) {
-    const int64_t missing = blocks_for(seq.num_computed() + num_new_tokens) -
-                            static_cast<int64_t>(seq.block_tables[static_cast<size_t>(p)].size());
+    // A sequence never admitted nor appended to has no tables yet.
+    const int64_t held = seq.block_tables.empty() ? 0 : static_cast<int64_t>(seq.block_tables[static_cast<size_t>(p)].size());
+    const int64_t missing = blocks_for(seq.num_computed() + num_new_tokens) - held;
     if (missing > pool(p).num_free()) return false;
   }
   return true;
@@ -139,6 +133,7 @@ void KvCacheManager::append(SequenceKv& seq, int64_t num_new_tokens) {
 }
 
 void KvCacheManager::commit(SequenceKv& seq, std::span<const int32_t> tokens) {
+  TIDE_CHECK(!seq.block_tables.empty());  // append() came first
   seq.tokens.insert(seq.tokens.end(), tokens.begin(), tokens.end());
   TIDE_CHECK(blocks_for(seq.num_computed()) <= static_cast<int64_t>(seq.block_tables.front().size()));
   const int64_t num_full = seq.num_computed() / block_size_;

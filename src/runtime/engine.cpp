@@ -41,26 +41,6 @@ std::vector<int32_t> split_budget(const Cohere2Model& model, const EngineOptions
   return blocks;
 }
 
-std::vector<PoolSpec> pool_specs(const Cohere2Model& model, const EngineOptions& options) {
-  if (options.block_size <= 0) fail("--block-size must be positive, got {}", options.block_size);
-  if (options.max_prefill_chunk <= 0) fail("prefill chunk must be positive, got {}", options.max_prefill_chunk);
-  if (options.kv_cache_memory <= 0) fail("--kv-cache-memory must be positive, got {}", options.kv_cache_memory);
-  if (options.host_kv_cache_memory < 0) {
-    fail("--host-kv-cache-memory must be >= 0, got {}", options.host_kv_cache_memory);
-  }
-  const std::vector<int32_t> device = split_budget(model, options, options.kv_cache_memory);
-  const std::vector<int32_t> host = split_budget(model, options, options.host_kv_cache_memory);
-  std::vector<PoolSpec> specs;
-  for (size_t g = 0; g < device.size(); ++g) {
-    if (device[g] < 1) {
-      fail("--kv-cache-memory of {} bytes leaves no block for the layer group of window {}", options.kv_cache_memory,
-           model.config().groups[g].window);
-    }
-    specs.push_back(PoolSpec{model.config().groups[g].window, device[g], host[g]});
-  }
-  return specs;
-}
-
 // EOS ids from generation_config.json (an int or a list), when the file exists.
 std::vector<int32_t> generation_config_eos(const std::filesystem::path& dir) {
   std::ifstream in(dir / "generation_config.json");
@@ -93,7 +73,23 @@ class ScopedSequence {
 }  // namespace
 
 std::vector<PoolSpec> plan_kv_pools(const Cohere2Model& model, const EngineOptions& options) {
-  return pool_specs(model, options);
+  if (options.block_size <= 0) fail("--block-size must be positive, got {}", options.block_size);
+  if (options.max_prefill_chunk <= 0) fail("prefill chunk must be positive, got {}", options.max_prefill_chunk);
+  if (options.kv_cache_memory <= 0) fail("--kv-cache-memory must be positive, got {}", options.kv_cache_memory);
+  if (options.host_kv_cache_memory < 0) {
+    fail("--host-kv-cache-memory must be >= 0, got {}", options.host_kv_cache_memory);
+  }
+  const std::vector<int32_t> device = split_budget(model, options, options.kv_cache_memory);
+  const std::vector<int32_t> host = split_budget(model, options, options.host_kv_cache_memory);
+  std::vector<PoolSpec> specs;
+  for (size_t g = 0; g < device.size(); ++g) {
+    if (device[g] < 1) {
+      fail("--kv-cache-memory of {} bytes leaves no block for the layer group of window {}", options.kv_cache_memory,
+           model.config().groups[g].window);
+    }
+    specs.push_back(PoolSpec{model.config().groups[g].window, device[g], host[g]});
+  }
+  return specs;
 }
 
 Engine::Engine(const std::filesystem::path& model_dir, std::unique_ptr<Backend> backend, EngineOptions options)
@@ -101,7 +97,7 @@ Engine::Engine(const std::filesystem::path& model_dir, std::unique_ptr<Backend> 
       model_(Cohere2Model::load(model_dir, *backend_)),
       tokenizer_(Tokenizer::from_dir(model_dir)),
       options_(options),
-      kv_manager_(options.block_size, pool_specs(model_, options), options.enable_prefix_caching) {
+      kv_manager_(options.block_size, plan_kv_pools(model_, options), options.enable_prefix_caching) {
   std::vector<int32_t> num_blocks;
   for (int p = 0; p < kv_manager_.num_pools(); ++p) {
     const PoolSpec& spec = kv_manager_.spec(p);

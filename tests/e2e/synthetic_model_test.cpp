@@ -16,12 +16,13 @@ namespace tide {
 namespace {
 
 struct SyntheticSpec {
+  std::string name;
   int64_t hidden, heads, heads_kv, inter, vocab, window;
   std::vector<std::string> layer_types;
   DType dtype;
 };
 
-using Matrix = std::vector<double>;  // row-major
+void PrintTo(const SyntheticSpec& spec, std::ostream* os) { *os << spec.name; }
 
 struct SyntheticModel {
   SyntheticSpec spec;
@@ -291,11 +292,14 @@ INSTANTIATE_TEST_SUITE_P(
     Shapes, SyntheticModelTest,
     ::testing::Values(
         // window smaller than every block size used, global last layer, F32 weights
-        SyntheticSpec{64, 4, 2, 96, 300, 2, kSSG, DType::kF32},
+        SyntheticSpec{"WindowBelowEveryBlock", 64, 4, 2, 96, 300, 2, kSSG, DType::kF32},
         // global first layer, multi-query (1 KV head), head_dim 8, F16 weights
-        SyntheticSpec{48, 6, 1, 80, 257, 7, {"full_attention", "sliding_attention", "sliding_attention"}, DType::kF16},
+        SyntheticSpec{"GlobalFirstMultiQueryF16", 48, 6, 1, 80, 257, 7,
+                      {"full_attention", "sliding_attention", "sliding_attention"}, DType::kF16},
         // no global layer at all, head_dim 64, window larger than the prompt
-        SyntheticSpec{128, 2, 2, 64, 200, 100, {"sliding_attention", "sliding_attention"}, DType::kF32}));
+        SyntheticSpec{"AllSlidingHeadDim64", 128, 2, 2, 64, 200, 100, {"sliding_attention", "sliding_attention"},
+                      DType::kF32}),
+    [](const ::testing::TestParamInfo<SyntheticSpec>& info) { return info.param.name; });
 
 }  // namespace
 }  // namespace tide

@@ -1,0 +1,173 @@
+// KvCacheManager: how many blocks a sequence holds (the sizing bound and fits()), and admissions whose
+// copies back from the host tier cannot fit or come several at once.
+#include "kv_test_util.h"
+
+namespace tide {
+namespace {
+
+using namespace test;
+
+// ---  sizing
+
+// Runs one sequence of `num_tokens` in chunks (first chunk `first`, then `chunk`) and returns the most blocks
+// of pool 0 it held at once.
+int64_t observed_max_blocks(int64_t block_size, int64_t window, int64_t num_tokens, int64_t chunk, int64_t first) {
+  KvCacheManager kv(block_size, {{window, 1000, 0}}, true);
+  SequenceKv seq;
+  const Tokens prompt = make_tokens(num_tokens, 1);
+  kv.admit(seq, prompt);
+  int64_t most = 0;
+  for (int64_t n = 0; n < num_tokens;) {
+    const int64_t c = std::min(n == 0 ? first : chunk, num_tokens - n);
+    kv.append(seq, c);
+    most = std::max(most, num_held(seq, 0));
+    kv.commit(seq, std::span<const int32_t>(prompt).subspan(static_cast<size_t>(n), static_cast<size_t>(c)));
+    n += c;
+  }
+  kv.free(seq);
+  return most;
+}
+
+TEST(KvCacheManager, MaxBlocksPerSequenceByHand) {
+  KvCacheManager kv(4, {{0, 8, 0}, {8, 8, 0}, {5, 8, 0}, {2, 8, 0}}, true);
+  EXPECT_EQ(kv.max_blocks_per_sequence(0, 21, 8), 6);  // global: every block
+  EXPECT_EQ(kv.max_blocks_per_sequence(1, 100, 1), 3);  // decode reads 8 positions: at most 3 blocks
+  EXPECT_EQ(kv.max_blocks_per_sequence(1, 100, 4), 4);  // [s - 7, s + 3]: 11 positions, at most 4 blocks
+  EXPECT_EQ(kv.max_blocks_per_sequence(1, 5, 4), 2);    // never more than the sequence has
+  // The design's bound for decode: ceil((W - 1) / B) + 1 = 2 for W = 5 (5 positions span at most 2 blocks).
+  EXPECT_EQ(kv.max_blocks_per_sequence(2, 100, 1), 2);
+  EXPECT_EQ(kv.max_blocks_per_sequence(3, 100, 3), 2);  // [s - 1, s + 2]: 4 positions
+}
+
+// The bound is never below what a sequence holds (unsafe) and never above it (it would reject sequences that
+// run: fits() guards every request). The worst case needs every alignment of steps to blocks, which the first
+// chunk's sizes 1..chunk give.
+TEST(KvCacheManager, MaxBlocksPerSequenceIsTheMostASequenceHolds) {
+  constexpr int64_t kTokens = 96;
+  std::string unsafe, loose;
+  for (int64_t b : {1, 2, 3, 4, 5}) {
+    for (int64_t w : {0, 1, 2, 3, 4, 5, 7, 8, 9}) {
+      for (int64_t chunk : {1, 2, 3, 7}) {
+        KvCacheManager kv(b, {{w, 8, 0}}, true);
+        int64_t most = 0;
+        for (int64_t first = 1; first <= chunk; ++first) {
+          most = std::max(most, observed_max_blocks(b, w, kTokens, chunk, first));
+        }
+        const int64_t bound = kv.max_blocks_per_sequence(0, kTokens, chunk);
+        const std::string where = " B=" + std::to_string(b) + " W=" + std::to_string(w) + " chunk=" +
+                                  std::to_string(chunk) + ": bound " + std::to_string(bound) + ", held " +
+                                  std::to_string(most) + "\n";
+        if (bound < most) unsafe += where;
+        if (bound > most) loose += where;
+      }
+    }
+  }
+  EXPECT_TRUE(unsafe.empty()) << "bound below what a sequence holds:\n" << unsafe;
+  EXPECT_TRUE(loose.empty()) << "bound above what any sequence holds:\n" << loose;
+}
+
+TEST(KvCacheManager, FitsAcceptsExactlyWhatRuns) {
+  // B = 4, W = 8, chunks of 4: [s - 7, s + 3] spans at most 4 blocks.
+  KvCacheManager tight(4, {{8, 4, 0}, {0, 10, 0}}, true);
+  EXPECT_TRUE(tight.fits(40, 4));
+  EXPECT_FALSE(tight.fits(41, 4));  // the global pool
+  KvCacheManager small(4, {{8, 3, 0}, {0, 10, 0}}, true);
+  EXPECT_FALSE(small.fits(40, 4));
+  SequenceKv seq;
+  const Tokens prompt = make_tokens(40, 1);
+  tight.admit(seq, prompt);
+  for (int64_t n = 0; n < 40; n += 4) {
+    ASSERT_TRUE(tight.can_append(seq, 4)) << n;
+    compute(tight, seq, Tokens(prompt.begin() + n, prompt.begin() + n + 4), 4);
+  }
+  tight.free(seq);
+}
+
+TEST(KvCacheManager, FitsAcceptsADecodeThatRunsInTheDesignBound) {
+  // W = 5, B = 4, one token per step: positions [s - 4, s] span at most 2 blocks (design: ceil(4/4) + 1).
+  KvCacheManager kv(4, {{5, 2, 0}, {0, 16, 0}}, true);
+  const Tokens prompt = make_tokens(60, 1);
+  SequenceKv seq;
+  kv.admit(seq, prompt);
+  for (int64_t n = 0; n < 60; ++n) {
+    ASSERT_TRUE(kv.can_append(seq, 1)) << n;
+    compute(kv, seq, Tokens{prompt[static_cast<size_t>(n)]}, 1);
+  }
+  kv.free(seq);
+  EXPECT_TRUE(kv.fits(60, 1));
+}
+
+// ---  host tier
+
+// A failed admit leaves the sequence untouched (it can be admitted again once blocks are free) and takes no
+// reference in any pool, including the pools processed before the one that is short of blocks.
+TEST(KvCacheManager, AdmitThatCannotCopyBackThrowsAndChangesNothing) {
+  // Pool 0: sliding, large (A's blocks stay on the device). Pool 1: global, 3 blocks, a host tier.
+  KvCacheManager kv(4, {{100, 16, 0}, {0, 3, 4}}, true);
+  const Tokens a = make_tokens(8, 10);
+  SequenceKv seq;
+  run_prompt(kv, seq, a, 8);
+  kv.free(seq);
+  SequenceKv x;
+  run_prompt(kv, x, make_tokens(12, 900), 12);  // evicts A's two global blocks to the host; pool 1 is full
+  ASSERT_TRUE(kv.pool(0).on_device(block_key(a, 4, 0)));
+  ASSERT_TRUE(kv.pool(0).on_device(block_key(a, 4, 1)));
+  ASSERT_TRUE(kv.pool(1).on_host(block_key(a, 4, 0)));
+  ASSERT_TRUE(kv.pool(1).on_host(block_key(a, 4, 1)));
+  ASSERT_EQ(kv.take_copies(1).size(), 2u);
+  ASSERT_TRUE(kv.take_copies(0).empty());
+
+  const Tokens b = concat(a, {1});
+  EXPECT_EQ(kv.num_reusable_tokens(b), 8);
+  EXPECT_THROW(kv.admit(seq, b), Error);
+  EXPECT_TRUE(seq.block_tables.empty());
+  EXPECT_TRUE(seq.tokens.empty());
+  EXPECT_EQ(kv.pool(0).num_in_use(), 3);  // X's blocks only
+  EXPECT_EQ(kv.pool(1).num_in_use(), 3);
+  EXPECT_TRUE(kv.take_copies(0).empty());
+  EXPECT_TRUE(kv.take_copies(1).empty());
+  EXPECT_NO_THROW(check(kv, {&x}));
+
+  kv.free(x);
+  int64_t reused = -1;
+  ASSERT_NO_THROW(reused = kv.admit(seq, b));  // the same sequence, once blocks are free
+  EXPECT_EQ(reused, 8);
+  const std::vector<BlockCopy> copies = kv.take_copies(1);
+  EXPECT_EQ(std::count_if(copies.begin(), copies.end(), [](const BlockCopy& c) { return c.direction == Dir::kToDevice; }), 2);
+  check(kv, {&seq});
+  kv.free(seq);
+}
+
+TEST(KvCacheManager, AdmitWithSeveralHostHitsInOnePoolKeepsThemAll) {
+  // 4 device blocks, 2 host slots, block size 4. A (3 blocks) is computed and freed; C (4 blocks) evicts A's
+  // blocks 2, 1, 0 to the host, which keeps 1 and 0 and is full. D reuses A's blocks 0 and 1, both on the
+  // host: swapping in block 0 evicts one of C's blocks, and that eviction must not take block 1's slot.
+  KvCacheManager kv(4, {{0, 4, 2}}, true);
+  KvMemory mem(kv);
+  const Tokens a = make_tokens(12, 10), c = make_tokens(16, 500);
+  const auto a_values = prefix_hashes(a), c_values = prefix_hashes(c);
+  SequenceKv sa, sc, sd;
+  kv.admit(sa, a);
+  ASSERT_TRUE(step(kv, mem, sa, a, a_values, 12));
+  kv.free(sa);
+  kv.admit(sc, c);
+  ASSERT_TRUE(step(kv, mem, sc, c, c_values, 16));
+  kv.free(sc);
+  ASSERT_TRUE(kv.pool(0).on_host(block_key(a, 4, 0)));
+  ASSERT_TRUE(kv.pool(0).on_host(block_key(a, 4, 1)));
+  ASSERT_EQ(kv.pool(0).stats().host_blocks, 2);
+
+  const Tokens d = concat(head(a, 8), {1, 2, 3});
+  const auto d_values = prefix_hashes(d);
+  ASSERT_EQ(kv.num_reusable_tokens(d), 8);
+  int64_t reused = -1;
+  ASSERT_NO_THROW(reused = kv.admit(sd, d));
+  EXPECT_EQ(reused, 8);
+  check(kv, {&sd});
+  ASSERT_TRUE(step(kv, mem, sd, d, d_values, 3));  // reads positions 0..7 as copied back from the host
+  EXPECT_EQ(mem.num_to_device, 2);
+  kv.free(sd);
+}
+
+}  // namespace
+}  // namespace tide
