@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cmath>
+#include <cstdlib>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -18,8 +19,11 @@
 
 namespace tide::test {
 
+// The fixtures folder: $TIDE_FIXTURES_DIR when set (a build run from another checkout, e.g. on the GPU
+// machine), else the source tree's tests/fixtures.
 inline std::filesystem::path fixture(const std::string& relative) {
-  return std::filesystem::path(TIDE_FIXTURES_DIR) / relative;
+  const char* dir = std::getenv("TIDE_FIXTURES_DIR");
+  return std::filesystem::path(dir && *dir ? dir : TIDE_FIXTURES_DIR) / relative;
 }
 
 inline nlohmann::json read_json(const std::filesystem::path& path) {

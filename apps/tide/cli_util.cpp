@@ -4,6 +4,9 @@
 #include <iostream>
 
 #include "backend/cpu/cpu_backend.h"
+#ifdef TIDE_HAVE_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
 #include "core/error.h"
 
 namespace tide::cli {
@@ -29,8 +32,13 @@ std::vector<int32_t> parse_ids(const std::string& text, const std::string& flag)
 }
 
 std::unique_ptr<Backend> make_backend(const std::string& device) {
-  if (device == "cpu") return std::make_unique<CpuBackend>();
-  fail("--device: unknown device '{}' (available: cpu)", device);
+#ifdef TIDE_HAVE_CUDA
+  if (device == "cuda" || (device == "auto" && CudaBackend::available())) return std::make_unique<CudaBackend>();
+#else
+  if (device == "cuda") fail("--device cuda: this build of tide has no CUDA backend (built without nvcc)");
+#endif
+  if (device == "cpu" || device == "auto") return std::make_unique<CpuBackend>();
+  fail("--device: unknown device '{}' (cpu, cuda or auto)", device);
 }
 
 void print_json(const nlohmann::json& j) {

@@ -17,7 +17,7 @@ struct GenerateArgs {
   std::string prompt;
   std::string prompt_ids;
   std::string prompts_file;
-  std::string device = "cpu";
+  std::string device = "auto";
   int64_t max_tokens = 32;
   double temperature = 0.0;
   int64_t top_k = 0;
@@ -136,7 +136,7 @@ void add_generate_command(CLI::App& app) {
       ->capture_default_str()
       ->transform(CLI::AsSizeValue(false));
   cmd->add_flag("--no-prefix-caching", args->no_prefix_caching, "Never reuse KV blocks across prompts");
-  cmd->add_option("--device", args->device, "Where to run: cpu")->capture_default_str();
+  cmd->add_option("--device", args->device, "Where to run: cpu, cuda, or auto (cuda when a GPU is present)")->capture_default_str();
   cmd->add_flag("--ignore-eos", args->ignore_eos, "Keep generating after an end-of-sequence token");
   cmd->add_flag("--json", args->json,
                 "Print one JSON object per prompt {prompt_ids, ids, text, finish_reason, cached_tokens, kv}");

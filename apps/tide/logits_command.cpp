@@ -16,7 +16,7 @@ namespace {
 struct LogitsArgs {
   std::string model;
   std::string prompt_ids;
-  std::string device = "cpu";
+  std::string device = "auto";
   int64_t block_size = 16;
   bool all_positions = false;
 };
@@ -51,7 +51,7 @@ void add_logits_command(CLI::App& app) {
   cmd->add_option("--block-size", args->block_size, "Positions per KV cache block")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--device", args->device, "Where to run: cpu")->capture_default_str();
+  cmd->add_option("--device", args->device, "Where to run: cpu, cuda, or auto (cuda when a GPU is present)")->capture_default_str();
   cmd->callback([args] { run_logits(*args); });
 }
 

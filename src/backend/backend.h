@@ -47,13 +47,20 @@ class Backend {
 
   // Zero-filled tensor in backend memory.
   virtual Tensor alloc(DType dtype, Shape shape) = 0;
-  // Copies `host` (elements of `host_dtype`, possibly unaligned) into a new backend tensor of the
-  // backend's choice of dtype for weights (weight_dtype()) or, for integer data, the same dtype.
-  virtual Tensor upload(const void* host, DType host_dtype, Shape shape) = 0;
+  // Zero-filled tensor in host memory that copy_blocks() can move blocks to and from quickly (pinned
+  // memory on a GPU).
+  virtual Tensor alloc_host(DType dtype, Shape shape) = 0;
+  // Copies `host` (elements of `host_dtype`, possibly unaligned) into a new backend tensor of `dtype`,
+  // converting between float types (F32, F16, BF16 -> F32 or BF16); integer data keeps its dtype.
+  virtual Tensor upload_as(const void* host, DType host_dtype, Shape shape, DType dtype) = 0;
+  // The same without conversion.
+  Tensor upload(const void* host, DType dtype, Shape shape) { return upload_as(host, dtype, shape, dtype); }
   // Copies a backend tensor into host memory (`host` holds t.nbytes()).
   virtual void download(const Tensor& t, void* host) = 0;
-  // The dtype weights are stored in after upload().
+  // The dtype weights (and the KV cache) are stored in after upload().
   virtual DType weight_dtype() const = 0;
+  // The dtype of activations between ops (hidden states, q/k/v, MLP intermediates).
+  virtual DType activation_dtype() const = 0;
 
   // --- ops (out never aliases an input unless the contract says so) ---
 
@@ -63,7 +70,7 @@ class Backend {
   virtual void gather_rows(Tensor out, const Tensor& x, const Tensor& rows) = 0;
   // LayerNorm without bias: out = w * (x - mean) / sqrt(var + eps).  x, out: [T, H] (may alias), w: [H].
   virtual void layer_norm(Tensor out, const Tensor& x, const Tensor& weight, float eps) = 0;
-  // out = alpha * x @ w^T.  out: [T, N], x: [T, K], w: [N, K].
+  // out = alpha * x @ w^T.  out: [T, N] (activation dtype or F32), x: [T, K], w: [N, K].
   virtual void matmul(Tensor out, const Tensor& x, const Tensor& w, float alpha) = 0;
   // Interleaved (GPT-J) rotary embedding, in place, on heads [0, num_rope_heads) of each qkv row: the pair
   // (x[2j], x[2j+1]) of a token at position p turns by angle = f32(p) * inv_freq[j], computed in f32.

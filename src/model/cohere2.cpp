@@ -25,6 +25,9 @@ BatchMetadata build_metadata(const ForwardBatch& batch, const ModelConfig& confi
   }
   TIDE_CHECK(static_cast<int64_t>(positions.size()) == num_tokens);
   for (int32_t idx : batch.logit_indices) TIDE_CHECK(idx >= 0 && idx < num_tokens);
+  for (int32_t id : batch.token_ids) {
+    if (id < 0 || id >= config.vocab_size) fail("token id {} is out of range for a vocabulary of {}", id, config.vocab_size);
+  }
 
   BatchMetadata m;
   m.token_ids = backend.upload(batch.token_ids.data(), DType::kI32, Shape{num_tokens});
@@ -96,14 +99,15 @@ Tensor Cohere2Model::forward(const ForwardBatch& batch, std::vector<KvStorage>& 
   const AttentionShape shape = attention_shape();
   const auto eps = static_cast<float>(c.layer_norm_eps);
 
-  Tensor h = b.alloc(DType::kF32, Shape{num_tokens, c.hidden_size});
-  Tensor x = b.alloc(DType::kF32, Shape{num_tokens, c.hidden_size});
-  Tensor qkv = b.alloc(DType::kF32, Shape{num_tokens, c.qkv_size()});
-  Tensor attn = b.alloc(DType::kF32, Shape{num_tokens, c.q_size()});
-  Tensor attn_out = b.alloc(DType::kF32, Shape{num_tokens, c.hidden_size});
-  Tensor gate_up = b.alloc(DType::kF32, Shape{num_tokens, 2 * c.intermediate_size});
-  Tensor act = b.alloc(DType::kF32, Shape{num_tokens, c.intermediate_size});
-  Tensor mlp_out = b.alloc(DType::kF32, Shape{num_tokens, c.hidden_size});
+  const DType adt = b.activation_dtype();
+  Tensor h = b.alloc(adt, Shape{num_tokens, c.hidden_size});
+  Tensor x = b.alloc(adt, Shape{num_tokens, c.hidden_size});
+  Tensor qkv = b.alloc(adt, Shape{num_tokens, c.qkv_size()});
+  Tensor attn = b.alloc(adt, Shape{num_tokens, c.q_size()});
+  Tensor attn_out = b.alloc(adt, Shape{num_tokens, c.hidden_size});
+  Tensor gate_up = b.alloc(adt, Shape{num_tokens, 2 * c.intermediate_size});
+  Tensor act = b.alloc(adt, Shape{num_tokens, c.intermediate_size});
+  Tensor mlp_out = b.alloc(adt, Shape{num_tokens, c.hidden_size});
 
   b.embedding(h, weights_.embed, meta.token_ids);
   for (size_t i = 0; i < c.layers.size(); ++i) {
@@ -128,10 +132,10 @@ Tensor Cohere2Model::forward(const ForwardBatch& batch, std::vector<KvStorage>& 
   }
 
   const int64_t num_rows = meta.logit_rows.numel();
-  Tensor rows = b.alloc(DType::kF32, Shape{num_rows, c.hidden_size});
+  Tensor rows = b.alloc(adt, Shape{num_rows, c.hidden_size});
   b.gather_rows(rows, h, meta.logit_rows);  // the final norm is per token: normalize only sampled rows
   b.layer_norm(rows, rows, weights_.final_norm, eps);
-  Tensor logits = b.alloc(DType::kF32, Shape{num_rows, c.vocab_size});
+  Tensor logits = b.alloc(DType::kF32, Shape{num_rows, c.vocab_size});  // f32 whatever the activations
   b.matmul(logits, rows, weights_.lm_head, static_cast<float>(c.logit_scale));
   return logits;
 }

@@ -30,7 +30,7 @@ const TensorInfo& checked(const Checkpoint& ckpt, const std::string& name, std::
 Tensor upload_one(Backend& backend, const TensorInfo& t) {
   Shape shape;
   for (int64_t d : t.shape) shape.dims[static_cast<size_t>(shape.ndim++)] = d;
-  return backend.upload(t.data, t.dtype, shape);
+  return backend.upload_as(t.data, t.dtype, shape, backend.weight_dtype());
 }
 
 // Concatenates the rows of same-dtype [rows_i, cols] tensors and uploads them as one [sum rows_i, cols].
@@ -52,7 +52,7 @@ Tensor upload_fused(Backend& backend, const std::vector<const TensorInfo*>& part
     std::memcpy(host.data() + offset, p->data, p->nbytes);
     offset += p->nbytes;
   }
-  return backend.upload(host.data(), first.dtype, Shape{rows, first.shape[1]});
+  return backend.upload_as(host.data(), first.dtype, Shape{rows, first.shape[1]}, backend.weight_dtype());
 }
 
 }  // namespace

@@ -103,7 +103,7 @@ Engine::Engine(const std::filesystem::path& model_dir, std::unique_ptr<Backend> 
     const PoolSpec& spec = kv_manager_.spec(p);
     num_blocks.push_back(spec.num_blocks);
     const int64_t block_bytes = model_.kv_block_bytes(p, options_.block_size);
-    host_kv_storage_.push_back(host_tensor(DType::kU8, Shape{spec.num_host_blocks, block_bytes}));
+    host_kv_storage_.push_back(backend_->alloc_host(DType::kU8, Shape{spec.num_host_blocks, block_bytes}));
   }
   kv_storage_ = model_.allocate_kv(options_.block_size, num_blocks);
 

@@ -31,12 +31,6 @@ RunResult run(const std::string& args) {
   return r;
 }
 
-nlohmann::json last_json_line(const std::string& out) {
-  const size_t start = out.rfind('{');
-  const size_t line = out.rfind('\n', start);
-  return nlohmann::json::parse(out.substr(line == std::string::npos ? 0 : line + 1));
-}
-
 const std::string kModel = "--model " + test::fixture("cohere2-tiny").string();
 
 TEST(Cli, GenerateJsonMatchesGoldenGreedyIds) {
@@ -167,6 +161,7 @@ TEST(Cli, BadInputIsAClearErrorNotACrash) {
            {"generate " + kModel + " --prompt hi --kv-cache-memory lots", "kv-cache-memory"},
            {"logits " + kModel + " --prompt-ids ''", "--prompt-ids"},
            {"detokenize " + kModel + " --ids 5,100000", "100000"},
+           {"generate " + kModel + " --prompt hi --device tpu", "tpu"},
            {"frobnicate", "frobnicate"},
        }) {
     const RunResult r = run(c.args);

@@ -89,7 +89,9 @@ TEST_P(PrefixCacheTest, SeedReproductionLongPromptThenSharedPrefix) {
       // The largest block-aligned prefix of the shared tokens (and at most T - 1).
       const int64_t shared = std::min<int64_t>(c["shared_prefix"].get<int64_t>(), static_cast<int64_t>(b.size()) - 1);
       EXPECT_EQ(got.cached_tokens, shared / block * block) << "block " << block;
-      if (block == 16 && c["shared_prefix"] == 49) EXPECT_EQ(got.cached_tokens, 48);
+      if (block == 16 && c["shared_prefix"] == 49) {
+        EXPECT_EQ(got.cached_tokens, 48);
+      }
 
       Engine logits_engine = make_engine(model, {.block_size = block});
       greedy(logits_engine, a, 3);

@@ -25,9 +25,11 @@ void check_i32(const Tensor& t, const char* what) {
 
 Tensor CpuBackend::alloc(DType dtype, Shape shape) { return host_tensor(dtype, shape); }
 
-Tensor CpuBackend::upload(const void* host, DType host_dtype, Shape shape) {
+Tensor CpuBackend::upload_as(const void* host, DType host_dtype, Shape shape, DType dtype) {
   const bool is_float = host_dtype == DType::kF32 || host_dtype == DType::kF16 || host_dtype == DType::kBF16;
-  Tensor t = host_tensor(is_float ? DType::kF32 : host_dtype, shape);
+  if (is_float && dtype != DType::kF32) fail("cpu backend: float data is stored as F32, not {}", dtype_name(dtype));
+  if (!is_float && dtype != host_dtype) fail("cpu backend: cannot convert {} to {}", dtype_name(host_dtype), dtype_name(dtype));
+  Tensor t = host_tensor(dtype, shape);
   if (is_float) {
     convert_to_f32(host, host_dtype, t.as<float>(), static_cast<size_t>(t.numel()));
   } else if (host_dtype == DType::kI32 || host_dtype == DType::kI64) {

@@ -12,9 +12,11 @@ class CpuBackend final : public Backend {
   std::string name() const override { return "cpu"; }
 
   Tensor alloc(DType dtype, Shape shape) override;
-  Tensor upload(const void* host, DType host_dtype, Shape shape) override;
+  Tensor alloc_host(DType dtype, Shape shape) override { return host_tensor(dtype, shape); }
+  Tensor upload_as(const void* host, DType host_dtype, Shape shape, DType dtype) override;
   void download(const Tensor& t, void* host) override;
   DType weight_dtype() const override { return DType::kF32; }
+  DType activation_dtype() const override { return DType::kF32; }
 
   void embedding(Tensor out, const Tensor& table, const Tensor& ids) override;
   void gather_rows(Tensor out, const Tensor& x, const Tensor& rows) override;

@@ -1,0 +1,256 @@
+#include "backend/cuda/cuda_backend.h"
+
+#include <cstring>
+#include <vector>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/kernels.h"
+
+namespace tide {
+
+// --- memory ---
+
+// Device memory is expensive to allocate (cudaMalloc synchronizes), and the forward pass allocates its
+// activations every step, so freed buffers are kept by size and handed out again.
+struct CudaBackend::Allocator {
+  std::mutex mutex;
+  std::unordered_map<size_t, std::vector<void*>> free_by_size;
+  bool closing = false;
+
+  static size_t round(size_t bytes) { return (std::max<size_t>(bytes, 1) + 511) / 512 * 512; }
+
+  void* take(size_t bytes) {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      auto& list = free_by_size[bytes];
+      if (!list.empty()) {
+        void* p = list.back();
+        list.pop_back();
+        return p;
+      }
+    }
+    void* p = nullptr;
+    TIDE_CUDA_CHECK(cudaMalloc(&p, bytes));
+    return p;
+  }
+
+  void give_back(void* p, size_t bytes) {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (closing) {
+      cudaFree(p);
+    } else {
+      free_by_size[bytes].push_back(p);
+    }
+  }
+
+  ~Allocator() {
+    for (auto& [size, list] : free_by_size)
+      for (void* p : list) cudaFree(p);
+  }
+};
+
+bool CudaBackend::available() {
+  int count = 0;
+  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
+}
+
+CudaBackend::CudaBackend(int device) : allocator_(std::make_shared<Allocator>()), device_(device) {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) fail("--device cuda: no CUDA device is available");
+  if (device < 0 || device >= count) fail("--device cuda: device {} does not exist ({} present)", device, count);
+  TIDE_CUDA_CHECK(cudaSetDevice(device));
+  TIDE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  TIDE_CUBLAS_CHECK(cublasLtCreate(&lt_));
+  workspace_bytes_ = size_t{32} << 20;
+  TIDE_CUDA_CHECK(cudaMalloc(&workspace_, workspace_bytes_));
+}
+
+CudaBackend::~CudaBackend() {
+  cudaStreamSynchronize(stream_);
+  {
+    std::lock_guard<std::mutex> lock(allocator_->mutex);
+    allocator_->closing = true;  // tensors that outlive the backend free their memory directly
+  }
+  cudaFree(workspace_);
+  cublasLtDestroy(lt_);
+  cudaStreamDestroy(stream_);
+}
+
+Tensor CudaBackend::alloc(DType dtype, Shape shape) {
+  Tensor t;
+  t.dtype = dtype;
+  t.shape = shape;
+  const size_t bytes = Allocator::round(t.nbytes());
+  void* p = allocator_->take(bytes);
+  TIDE_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, stream_));
+  std::shared_ptr<Allocator> owner = allocator_;
+  t.storage = std::shared_ptr<void>(p, [owner, bytes](void* q) { owner->give_back(q, bytes); });
+  t.data = p;
+  return t;
+}
+
+Tensor CudaBackend::alloc_host(DType dtype, Shape shape) {
+  Tensor t;
+  t.dtype = dtype;
+  t.shape = shape;
+  void* p = nullptr;
+  TIDE_CUDA_CHECK(cudaHostAlloc(&p, std::max<size_t>(t.nbytes(), 1), cudaHostAllocDefault));
+  std::memset(p, 0, t.nbytes());
+  t.storage = std::shared_ptr<void>(p, [](void* q) { cudaFreeHost(q); });
+  t.data = p;
+  return t;
+}
+
+Tensor CudaBackend::upload_as(const void* host, DType host_dtype, Shape shape, DType dtype) {
+  Tensor t = alloc(dtype, shape);
+  const size_t n = static_cast<size_t>(t.numel());
+  const bool is_float = host_dtype == DType::kF32 || host_dtype == DType::kF16 || host_dtype == DType::kBF16;
+  std::vector<unsigned char> staging;
+  const void* src = host;
+  if (is_float && dtype != host_dtype) {
+    if (dtype != DType::kF32 && dtype != DType::kBF16) fail("cuda backend: cannot store floats as {}", dtype_name(dtype));
+    std::vector<float> f32(n);
+    convert_to_f32(host, host_dtype, f32.data(), n);
+    if (dtype == DType::kF32) {
+      staging.resize(n * 4);
+      std::memcpy(staging.data(), f32.data(), n * 4);
+    } else {
+      staging.resize(n * 2);
+      for (size_t i = 0; i < n; ++i) {
+        const uint16_t b = f32_to_bf16(f32[i]);
+        std::memcpy(staging.data() + 2 * i, &b, 2);
+      }
+    }
+    src = staging.data();
+  } else if (!is_float && dtype != host_dtype) {
+    fail("cuda backend: cannot convert {} to {}", dtype_name(host_dtype), dtype_name(dtype));
+  }
+  TIDE_CUDA_CHECK(cudaMemcpyAsync(t.data, src, t.nbytes(), cudaMemcpyHostToDevice, stream_));
+  TIDE_CUDA_CHECK(cudaStreamSynchronize(stream_));  // `staging` and `host` must outlive the copy
+  return t;
+}
+
+void CudaBackend::download(const Tensor& t, void* host) {
+  TIDE_CUDA_CHECK(cudaMemcpyAsync(host, t.data, t.nbytes(), cudaMemcpyDeviceToHost, stream_));
+  TIDE_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+// --- ops ---
+
+namespace {
+
+using cuda::bf16;
+
+bf16* bf(const Tensor& t, const char* what) {
+  if (t.dtype != DType::kBF16) fail("cuda backend: {} must be BF16, got {}", what, dtype_name(t.dtype));
+  return static_cast<bf16*>(t.data);
+}
+
+template <typename T>
+T* typed(const Tensor& t, DType dtype, const char* what) {
+  if (t.dtype != dtype) fail("cuda backend: {} must be {}, got {}", what, dtype_name(dtype), dtype_name(t.dtype));
+  return static_cast<T*>(t.data);
+}
+
+}  // namespace
+
+// out: [T, H], table: [V, H], ids: [T]
+void CudaBackend::embedding(Tensor out, const Tensor& table, const Tensor& ids) {
+  TIDE_CHECK(out.dim(0) == ids.numel() && out.dim(1) == table.dim(1));
+  cuda::launch_embedding(bf(out, "embedding output"), bf(table, "embedding table"),
+                         typed<int32_t>(ids, DType::kI32, "token ids"), ids.numel(), table.dim(1), stream_);
+}
+
+// out: [R, H], x: [T, H], rows: [R]
+void CudaBackend::gather_rows(Tensor out, const Tensor& x, const Tensor& rows) {
+  TIDE_CHECK(out.dim(0) == rows.numel() && out.dim(1) == x.dim(1));
+  cuda::launch_gather_rows(bf(out, "gather output"), bf(x, "gather input"), typed<int32_t>(rows, DType::kI32, "rows"),
+                           rows.numel(), x.dim(1), stream_);
+}
+
+// out, x: [T, H], weight: [H]
+void CudaBackend::layer_norm(Tensor out, const Tensor& x, const Tensor& weight, float eps) {
+  TIDE_CHECK(out.shape == x.shape && weight.numel() == x.dim(1));
+  cuda::launch_layer_norm(bf(out, "layer_norm output"), bf(x, "layer_norm input"), bf(weight, "layer_norm weight"),
+                          x.dim(0), x.dim(1), eps, stream_);
+}
+
+// qkv: [T, heads_total * D], positions: [T], inv_freq: [D / 2]
+void CudaBackend::rope(Tensor qkv, const Tensor& positions, const Tensor& inv_freq, int64_t num_rope_heads) {
+  const int64_t head_dim = 2 * inv_freq.numel();
+  TIDE_CHECK(qkv.dim(0) == positions.numel() && num_rope_heads * head_dim <= qkv.dim(1));
+  cuda::launch_rope(bf(qkv, "rope input"), typed<int32_t>(positions, DType::kI32, "positions"),
+                    typed<float>(inv_freq, DType::kF32, "inv_freq"), qkv.dim(0), qkv.dim(1), num_rope_heads,
+                    head_dim, stream_);
+}
+
+// qkv: [T, (Hq + 2 Hkv) * D], slot_mapping: [T]
+void CudaBackend::store_kv(KvStorage& kv, int64_t layer, const Tensor& qkv, const Tensor& slot_mapping,
+                           const AttentionShape& shape) {
+  const int64_t d = shape.head_dim;
+  TIDE_CHECK(qkv.dim(1) == (shape.num_heads + 2 * shape.num_heads_kv) * d && slot_mapping.numel() == qkv.dim(0));
+  TIDE_CHECK(layer >= 0 && layer < kv.num_layers);
+  cuda::launch_store_kv(bf(kv.data, "KV cache"), bf(qkv, "qkv"), typed<int64_t>(slot_mapping, DType::kI64, "slots"),
+                        qkv.dim(0), qkv.dim(1), shape.num_heads * d, shape.num_heads_kv * d, kv.num_layers, layer,
+                        kv.block_size, stream_);
+}
+
+// out: [T, Hq * D], qkv: [T, (Hq + 2 Hkv) * D]
+void CudaBackend::attention(Tensor out, const Tensor& qkv, const KvStorage& kv, int64_t layer,
+                            const AttentionBatch& batch, const AttentionShape& shape, int64_t window) {
+  if (shape.head_dim > 256) fail("cuda backend: head_dim {} is above the attention kernel's 256", shape.head_dim);
+  TIDE_CHECK(qkv.dim(1) == (shape.num_heads + 2 * shape.num_heads_kv) * shape.head_dim);
+  TIDE_CHECK(out.dim(1) == shape.num_heads * shape.head_dim && batch.block_size == kv.block_size);
+  cuda::PagedAttentionParams p{};
+  p.out = bf(out, "attention output");
+  p.qkv = bf(qkv, "qkv");
+  p.cache = bf(kv.data, "KV cache");
+  p.positions = typed<int32_t>(batch.positions, DType::kI32, "positions");
+  p.seq_starts = typed<int32_t>(batch.seq_starts, DType::kI32, "seq_starts");
+  p.block_tables = typed<int32_t>(batch.block_tables, DType::kI32, "block tables");
+  p.num_tokens = qkv.dim(0);
+  p.num_seqs = batch.seq_starts.numel() - 1;
+  p.max_blocks = batch.block_tables.dim(1);
+  p.num_heads = shape.num_heads;
+  p.num_heads_kv = shape.num_heads_kv;
+  p.head_dim = shape.head_dim;
+  p.num_layers = kv.num_layers;
+  p.layer = layer;
+  p.block_size = kv.block_size;
+  p.num_blocks = kv.data.dim(0);
+  p.window = window;
+  p.scale = 1.0f / std::sqrt(static_cast<float>(shape.head_dim));
+  cuda::launch_paged_attention(p, stream_);
+}
+
+// out: [T, I], gate_up: [T, 2I]
+void CudaBackend::silu_mul(Tensor out, const Tensor& gate_up) {
+  TIDE_CHECK(gate_up.dim(1) == 2 * out.dim(1) && gate_up.dim(0) == out.dim(0));
+  cuda::launch_silu_mul(bf(out, "silu_mul output"), bf(gate_up, "gate_up"), out.dim(0), out.dim(1), stream_);
+}
+
+void CudaBackend::add(Tensor out, const Tensor& a, const Tensor& b) {
+  TIDE_CHECK(a.shape == b.shape && out.shape == a.shape);
+  cuda::launch_add(bf(out, "add output"), bf(a, "add input"), bf(b, "add input"), out.numel(), stream_);
+}
+
+void CudaBackend::copy_blocks(KvStorage& device, Tensor& host, std::span<const BlockCopy> copies) {
+  const int64_t num_blocks = device.data.dim(0);
+  const size_t block_bytes = device.data.nbytes() / static_cast<size_t>(std::max<int64_t>(1, num_blocks));
+  TIDE_CHECK(host.numel() == 0 || static_cast<size_t>(host.dim(1)) == block_bytes);
+  auto* dev = static_cast<unsigned char*>(device.data.data);
+  auto* hst = static_cast<unsigned char*>(host.data);
+  // One stream, in order: an eviction lands before a later copy or kernel reuses its block or slot.
+  for (const BlockCopy& c : copies) {
+    TIDE_CHECK(c.device_block >= 0 && c.device_block < num_blocks && c.host_block >= 0 && c.host_block < host.dim(0));
+    unsigned char* d = dev + static_cast<size_t>(c.device_block) * block_bytes;
+    unsigned char* h = hst + static_cast<size_t>(c.host_block) * block_bytes;
+    if (c.direction == BlockCopy::Direction::kToHost) {
+      TIDE_CUDA_CHECK(cudaMemcpyAsync(h, d, block_bytes, cudaMemcpyDeviceToHost, stream_));
+    } else {
+      TIDE_CUDA_CHECK(cudaMemcpyAsync(d, h, block_bytes, cudaMemcpyHostToDevice, stream_));
+    }
+  }
+}
+
+}  // namespace tide

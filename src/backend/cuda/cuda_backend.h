@@ -1,0 +1,67 @@
+// CudaBackend: the Backend ops on one NVIDIA GPU (built for Hopper, sm_90a). Weights, activations and the KV
+// cache are bf16 with f32 accumulation; logits are f32. All work is queued on one stream; download()
+// synchronizes. Device memory comes from a caching allocator (freed blocks are kept for reuse by size), the
+// host tier from pinned memory. First version: correctness first, CUDA-core attention (see attention.cu).
+#pragma once
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "backend/backend.h"
+
+namespace tide {
+
+class CudaBackend final : public Backend {
+ public:
+  // Uses device `device`. Throws tide::Error when there is no usable CUDA device.
+  explicit CudaBackend(int device = 0);
+  ~CudaBackend() override;
+  CudaBackend(const CudaBackend&) = delete;
+  CudaBackend& operator=(const CudaBackend&) = delete;
+
+  // Whether a CUDA device is present (for tests and `--device` defaults). Does not throw.
+  static bool available();
+
+  std::string name() const override { return "cuda"; }
+
+  Tensor alloc(DType dtype, Shape shape) override;
+  Tensor alloc_host(DType dtype, Shape shape) override;
+  Tensor upload_as(const void* host, DType host_dtype, Shape shape, DType dtype) override;
+  void download(const Tensor& t, void* host) override;
+  DType weight_dtype() const override { return DType::kBF16; }
+  DType activation_dtype() const override { return DType::kBF16; }
+
+  void embedding(Tensor out, const Tensor& table, const Tensor& ids) override;
+  void gather_rows(Tensor out, const Tensor& x, const Tensor& rows) override;
+  void layer_norm(Tensor out, const Tensor& x, const Tensor& weight, float eps) override;
+  void matmul(Tensor out, const Tensor& x, const Tensor& w, float alpha) override;
+  void rope(Tensor qkv, const Tensor& positions, const Tensor& inv_freq, int64_t num_rope_heads) override;
+  void store_kv(KvStorage& kv, int64_t layer, const Tensor& qkv, const Tensor& slot_mapping,
+                const AttentionShape& shape) override;
+  void attention(Tensor out, const Tensor& qkv, const KvStorage& kv, int64_t layer, const AttentionBatch& batch,
+                 const AttentionShape& shape, int64_t window) override;
+  void silu_mul(Tensor out, const Tensor& gate_up) override;
+  void add(Tensor out, const Tensor& a, const Tensor& b) override;
+  void copy_blocks(KvStorage& device, Tensor& host, std::span<const BlockCopy> copies) override;
+
+  cudaStream_t stream() const { return stream_; }
+
+ private:
+  struct Allocator;  // caching device allocator, shared with the tensors it handed out
+
+  std::shared_ptr<Allocator> allocator_;
+  int device_ = 0;
+  cudaStream_t stream_ = nullptr;
+  cublasLtHandle_t lt_ = nullptr;
+  void* workspace_ = nullptr;
+  size_t workspace_bytes_ = 0;
+  std::map<std::tuple<int64_t, int64_t, int64_t, int>, cublasLtMatmulAlgo_t> algos_;  // by (m, n, k, out dtype)
+};
+
+}  // namespace tide

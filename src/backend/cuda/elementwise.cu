@@ -1,0 +1,110 @@
+// Memory-bound CUDA kernels of the backend: embedding and row gathers, RoPE, the KV store, SiLU-multiply,
+// add and dtype conversion. Straightforward one-pass kernels; fusion (RoPE + KV store, add + norm) comes
+// with the performance work.
+#include "backend/cuda/kernels.h"
+
+namespace tide::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+int blocks_for(int64_t n) { return static_cast<int>((n + kThreads - 1) / kThreads); }
+
+__global__ void copy_rows_kernel(bf16* out, const bf16* src, const int32_t* index, int64_t hidden) {
+  const int64_t row = blockIdx.x;
+  const bf16* from = src + static_cast<int64_t>(index[row]) * hidden;
+  for (int64_t i = threadIdx.x; i < hidden; i += blockDim.x) out[row * hidden + i] = from[i];
+}
+
+__global__ void rope_kernel(bf16* qkv, const int32_t* positions, const float* inv_freq, int64_t row_size,
+                            int64_t num_rope_heads, int64_t head_dim) {
+  const int64_t t = blockIdx.x;
+  const int64_t half = head_dim / 2;
+  const float pos = static_cast<float>(positions[t]);
+  bf16* row = qkv + t * row_size;
+  for (int64_t i = threadIdx.x; i < num_rope_heads * half; i += blockDim.x) {
+    const int64_t h = i / half, j = i % half;
+    float s, c;
+    sincosf(pos * inv_freq[j], &s, &c);  // f32 angle, as the reference computes it
+    bf16* pair = row + h * head_dim + 2 * j;
+    const float x0 = __bfloat162float(pair[0]), x1 = __bfloat162float(pair[1]);
+    pair[0] = __float2bfloat16(x0 * c - x1 * s);
+    pair[1] = __float2bfloat16(x1 * c + x0 * s);
+  }
+}
+
+__global__ void store_kv_kernel(bf16* cache, const bf16* qkv, const int64_t* slot_mapping, int64_t row_size,
+                                int64_t q_size, int64_t kv_size, int64_t num_layers, int64_t layer,
+                                int64_t block_size) {
+  const int64_t t = blockIdx.x;
+  const int64_t slot = slot_mapping[t];
+  const int64_t block = slot / block_size, offset = slot % block_size;
+  const bf16* k = qkv + t * row_size + q_size;
+  for (int64_t i = threadIdx.x; i < 2 * kv_size; i += blockDim.x) {
+    const int64_t kv = i / kv_size, e = i % kv_size;  // kv 0: K, 1: V (V follows K in the qkv row)
+    cache[(((block * num_layers + layer) * 2 + kv) * block_size + offset) * kv_size + e] = k[i];
+  }
+}
+
+__global__ void silu_mul_kernel(bf16* out, const bf16* gate_up, int64_t num_tokens, int64_t inter) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= num_tokens * inter) return;
+  const int64_t t = i / inter, j = i % inter;
+  const float g = __bfloat162float(gate_up[t * 2 * inter + j]);
+  const float u = __bfloat162float(gate_up[t * 2 * inter + inter + j]);
+  out[i] = __float2bfloat16(g / (1.0f + __expf(-g)) * u);
+}
+
+__global__ void add_kernel(bf16* out, const bf16* a, const bf16* b, int64_t n) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = __float2bfloat16(__bfloat162float(a[i]) + __bfloat162float(b[i]));
+}
+
+__global__ void f32_to_bf16_kernel(bf16* out, const float* in, int64_t n) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = __float2bfloat16(in[i]);
+}
+
+}  // namespace
+
+void launch_embedding(bf16* out, const bf16* table, const int32_t* ids, int64_t num_tokens, int64_t hidden,
+                      cudaStream_t stream) {
+  if (num_tokens > 0) copy_rows_kernel<<<static_cast<unsigned>(num_tokens), kThreads, 0, stream>>>(out, table, ids, hidden);
+}
+
+void launch_gather_rows(bf16* out, const bf16* x, const int32_t* rows, int64_t num_rows, int64_t hidden,
+                        cudaStream_t stream) {
+  if (num_rows > 0) copy_rows_kernel<<<static_cast<unsigned>(num_rows), kThreads, 0, stream>>>(out, x, rows, hidden);
+}
+
+void launch_rope(bf16* qkv, const int32_t* positions, const float* inv_freq, int64_t num_tokens, int64_t row_size,
+                 int64_t num_rope_heads, int64_t head_dim, cudaStream_t stream) {
+  if (num_tokens > 0) {
+    rope_kernel<<<static_cast<unsigned>(num_tokens), kThreads, 0, stream>>>(qkv, positions, inv_freq, row_size,
+                                                                              num_rope_heads, head_dim);
+  }
+}
+
+void launch_store_kv(bf16* cache, const bf16* qkv, const int64_t* slot_mapping, int64_t num_tokens,
+                     int64_t row_size, int64_t q_size, int64_t kv_size, int64_t num_layers, int64_t layer,
+                     int64_t block_size, cudaStream_t stream) {
+  if (num_tokens > 0) {
+    store_kv_kernel<<<static_cast<unsigned>(num_tokens), kThreads, 0, stream>>>(
+        cache, qkv, slot_mapping, row_size, q_size, kv_size, num_layers, layer, block_size);
+  }
+}
+
+void launch_silu_mul(bf16* out, const bf16* gate_up, int64_t num_tokens, int64_t inter, cudaStream_t stream) {
+  const int64_t n = num_tokens * inter;
+  if (n > 0) silu_mul_kernel<<<blocks_for(n), kThreads, 0, stream>>>(out, gate_up, num_tokens, inter);
+}
+
+void launch_add(bf16* out, const bf16* a, const bf16* b, int64_t n, cudaStream_t stream) {
+  if (n > 0) add_kernel<<<blocks_for(n), kThreads, 0, stream>>>(out, a, b, n);
+}
+
+void launch_f32_to_bf16(bf16* out, const float* in, int64_t n, cudaStream_t stream) {
+  if (n > 0) f32_to_bf16_kernel<<<blocks_for(n), kThreads, 0, stream>>>(out, in, n);
+}
+
+}  // namespace tide::cuda

@@ -1,0 +1,54 @@
+// Launchers of the CUDA backend's kernels (tier 2 of style.md: raw pointers, sizes and a stream). Only
+// CudaBackend (tier 3) calls them, after checking shapes and dtypes. Activations, weights and the KV cache
+// are bf16; reductions and softmax run in f32.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace tide::cuda {
+
+using bf16 = __nv_bfloat16;
+
+// out[t] = table[ids[t]] (ids already range-checked on the host).  out: [T, H], table: [V, H].
+void launch_embedding(bf16* out, const bf16* table, const int32_t* ids, int64_t num_tokens, int64_t hidden,
+                      cudaStream_t stream);
+// out[i] = x[rows[i]].  out: [R, H], x: [T, H].
+void launch_gather_rows(bf16* out, const bf16* x, const int32_t* rows, int64_t num_rows, int64_t hidden,
+                        cudaStream_t stream);
+// out = w * (x - mean) / sqrt(var + eps), per row.  x, out: [T, H] (may alias), w: [H].
+void launch_layer_norm(bf16* out, const bf16* x, const bf16* w, int64_t num_tokens, int64_t hidden, float eps,
+                       cudaStream_t stream);
+// In place on heads [0, num_rope_heads) of each row.  qkv: [T, row_size], inv_freq: [D / 2] f32.
+void launch_rope(bf16* qkv, const int32_t* positions, const float* inv_freq, int64_t num_tokens, int64_t row_size,
+                 int64_t num_rope_heads, int64_t head_dim, cudaStream_t stream);
+// K and V heads of each qkv row into layer `layer` of the cache at slot_mapping[t].
+// cache: [num_blocks, num_layers, 2, block_size, kv_size].
+void launch_store_kv(bf16* cache, const bf16* qkv, const int64_t* slot_mapping, int64_t num_tokens,
+                     int64_t row_size, int64_t q_size, int64_t kv_size, int64_t num_layers, int64_t layer,
+                     int64_t block_size, cudaStream_t stream);
+// out = silu(gate) * up.  gate_up: [T, 2I], out: [T, I].
+void launch_silu_mul(bf16* out, const bf16* gate_up, int64_t num_tokens, int64_t inter, cudaStream_t stream);
+// out = a + b over n elements.
+void launch_add(bf16* out, const bf16* a, const bf16* b, int64_t n, cudaStream_t stream);
+// f32 -> bf16 and back, n elements.
+void launch_f32_to_bf16(bf16* out, const float* in, int64_t n, cudaStream_t stream);
+
+struct PagedAttentionParams {
+  bf16* out;                   // [T, Hq * D]
+  const bf16* qkv;             // [T, (Hq + 2 Hkv) * D]
+  const bf16* cache;           // [num_blocks, num_layers, 2, block_size, Hkv * D]
+  const int32_t* positions;    // [T]
+  const int32_t* seq_starts;   // [S + 1]
+  const int32_t* block_tables; // [S, max_blocks]
+  int64_t num_tokens, num_seqs, max_blocks;
+  int64_t num_heads, num_heads_kv, head_dim;
+  int64_t num_layers, layer, block_size, num_blocks;
+  int64_t window;              // 0: global
+  float scale;
+};
+void launch_paged_attention(const PagedAttentionParams& p, cudaStream_t stream);
+
+}  // namespace tide::cuda

@@ -1,0 +1,124 @@
+// The CUDA paged attention (and KV store) against the CPU reference on random inputs: mixed batches of
+// prefill chunks over a cached prefix and decode tokens, GQA, windows smaller than a block, queries
+// straddling the window start, and released (null) blocks whose memory holds NaN: reading one would show.
+#include <algorithm>
+#include <numeric>
+
+#include "gpu_test_util.h"
+
+namespace tide {
+namespace {
+
+struct SeqSpec {
+  int64_t start_pos, num_tokens;
+};
+
+struct Case {
+  std::vector<SeqSpec> seqs;
+  int64_t block_size, window;
+  AttentionShape shape;
+};
+
+void run_case(const Case& c, uint32_t seed) {
+  CpuBackend cpu;
+  CudaBackend gpu;
+  const int64_t d = c.shape.head_dim, hq = c.shape.num_heads, hkv = c.shape.num_heads_kv;
+  const int64_t row = (hq + 2 * hkv) * d, kv_size = hkv * d, layers = 3, layer = 1;
+  int64_t total_blocks = 0, max_blocks = 0;
+  for (const SeqSpec& s : c.seqs) {
+    const int64_t n = (s.start_pos + s.num_tokens + c.block_size - 1) / c.block_size;
+    total_blocks += n;
+    max_blocks = std::max(max_blocks, n);
+  }
+  std::mt19937 rng(seed);
+  std::vector<int32_t> physical(static_cast<size_t>(total_blocks));
+  std::iota(physical.begin(), physical.end(), 0);
+  std::shuffle(physical.begin(), physical.end(), rng);
+
+  // Every position of every sequence: its qkv row, stored into both caches through the slot mapping.
+  std::vector<float> all_rows, new_rows, poison_rows;
+  std::vector<int64_t> all_slots, poison_slots;
+  std::vector<int32_t> tables(c.seqs.size() * static_cast<size_t>(max_blocks), kNullBlock), positions, starts{0};
+  size_t next = 0;
+  uint32_t row_seed = seed * 1000;
+  for (size_t s = 0; s < c.seqs.size(); ++s) {
+    const int64_t len = c.seqs[s].start_pos + c.seqs[s].num_tokens;
+    int32_t* table = tables.data() + s * static_cast<size_t>(max_blocks);
+    for (int64_t b = 0; b * c.block_size < len; ++b) table[b] = physical[next++];
+    for (int64_t p = 0; p < len; ++p) {
+      const std::vector<float> r = test::random_bf16_values(static_cast<size_t>(row), ++row_seed);
+      all_rows.insert(all_rows.end(), r.begin(), r.end());
+      all_slots.push_back(int64_t{table[p / c.block_size]} * c.block_size + p % c.block_size);
+      if (p >= c.seqs[s].start_pos) {
+        new_rows.insert(new_rows.end(), r.begin(), r.end());
+        positions.push_back(static_cast<int32_t>(p));
+      }
+    }
+    starts.push_back(static_cast<int32_t>(positions.size()));
+    // Blocks wholly before the first key the new tokens read are released: NaN in memory, null in the table.
+    const int64_t first_read = c.window == 0 ? 0 : std::max<int64_t>(0, c.seqs[s].start_pos - c.window + 1);
+    for (int64_t b = 0; (b + 1) * c.block_size <= first_read; ++b) {
+      for (int64_t p = b * c.block_size; p < (b + 1) * c.block_size; ++p) {
+        poison_rows.insert(poison_rows.end(), static_cast<size_t>(row), NAN);
+        poison_slots.push_back(int64_t{table[b]} * c.block_size + p % c.block_size);
+      }
+      table[b] = kNullBlock;
+    }
+  }
+  const int64_t n_all = static_cast<int64_t>(all_slots.size()), n_new = static_cast<int64_t>(positions.size());
+  KvStorage kv_c{cpu.alloc(DType::kF32, Shape{total_blocks, layers, 2 * c.block_size, kv_size}), layers, c.block_size};
+  KvStorage kv_g{gpu.alloc(DType::kBF16, Shape{total_blocks, layers, 2 * c.block_size, kv_size}), layers, c.block_size};
+  const auto all = test::both(cpu, gpu, all_rows, Shape{n_all, row});
+  const auto slots = test::both_i64(cpu, gpu, all_slots, Shape{n_all});
+  cpu.store_kv(kv_c, layer, all.cpu, slots.cpu, c.shape);
+  gpu.store_kv(kv_g, layer, all.gpu, slots.gpu, c.shape);
+  if (!poison_slots.empty()) {
+    const int64_t n = static_cast<int64_t>(poison_slots.size());
+    const auto nan = test::both(cpu, gpu, poison_rows, Shape{n, row});
+    const auto ps = test::both_i64(cpu, gpu, poison_slots, Shape{n});
+    cpu.store_kv(kv_c, layer, nan.cpu, ps.cpu, c.shape);
+    gpu.store_kv(kv_g, layer, nan.gpu, ps.gpu, c.shape);
+  }
+
+  const auto qkv = test::both(cpu, gpu, new_rows, Shape{n_new, row});
+  const auto pos = test::both_i32(cpu, gpu, positions, Shape{n_new});
+  const auto st = test::both_i32(cpu, gpu, starts, Shape{static_cast<int64_t>(starts.size())});
+  const auto tb = test::both_i32(cpu, gpu, tables, Shape{static_cast<int64_t>(c.seqs.size()), max_blocks});
+  const auto unused_slots = test::both_i64(cpu, gpu, std::vector<int64_t>(static_cast<size_t>(n_new), 0), Shape{n_new});
+  const AttentionBatch batch_c{pos.cpu, st.cpu, tb.cpu, unused_slots.cpu, c.block_size};
+  const AttentionBatch batch_g{pos.gpu, st.gpu, tb.gpu, unused_slots.gpu, c.block_size};
+  Tensor out_c = cpu.alloc(DType::kF32, Shape{n_new, hq * d}), out_g = gpu.alloc(DType::kBF16, Shape{n_new, hq * d});
+  cpu.attention(out_c, qkv.cpu, kv_c, layer, batch_c, c.shape, c.window);
+  gpu.attention(out_g, qkv.gpu, kv_g, layer, batch_g, c.shape, c.window);
+  const std::vector<float> got = test::to_f32(gpu, out_g), want = test::to_f32(cpu, out_c);
+  for (float v : got) ASSERT_TRUE(std::isfinite(v)) << "the kernel read a released block";
+  EXPECT_LT(test::rel_err(got, want), 2 * test::kBf16Rounding);
+}
+
+TEST(CudaAttention, MixedBatchGlobalGqa) {
+  TIDE_REQUIRE_GPU();
+  run_case({{{0, 40}, {100, 1}, {33, 17}}, 16, 0, {8, 2, 128}}, 1);
+}
+
+TEST(CudaAttention, SlidingWindowQueriesStraddleTheWindowStart) {
+  TIDE_REQUIRE_GPU();
+  run_case({{{0, 70}, {90, 1}, {45, 30}, {31, 1}}, 16, 32, {8, 2, 128}}, 2);
+}
+
+TEST(CudaAttention, WindowSmallerThanABlock) {
+  TIDE_REQUIRE_GPU();
+  run_case({{{0, 23}, {50, 1}, {17, 5}}, 16, 5, {4, 2, 64}}, 3);
+}
+
+TEST(CudaAttention, CommandAHeadsAndLongContextDecode) {
+  TIDE_REQUIRE_GPU();
+  run_case({{{4500, 1}, {5000, 3}, {0, 9}}, 16, 4096, {96, 8, 128}}, 4);
+}
+
+TEST(CudaAttention, SmallHeadDimAndMultiQuery) {
+  TIDE_REQUIRE_GPU();
+  run_case({{{3, 6}, {0, 1}, {10, 2}}, 4, 7, {6, 1, 32}}, 5);
+}
+
+}  // namespace
+}  // namespace tide

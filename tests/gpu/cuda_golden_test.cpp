@@ -1,0 +1,94 @@
+// The CUDA backend end to end on the golden fixtures, in bf16: logits at every position within twice the
+// error transformers itself has in bf16 on an H200 (hf_bf16_rel_err); greedy continuations equal to the
+// reference until a step whose reference top-2 margin is within bf16 noise; the seed's reproduction (B with
+// prefix reuse equals B without).
+#include <algorithm>
+
+#include "../test_util.h"
+#include "gpu_test_util.h"
+#include "runtime/engine.h"
+
+namespace tide {
+namespace {
+
+using test::fixture;
+
+Engine cuda_engine(const std::string& model, int64_t block_size, bool reuse) {
+  EngineOptions o;
+  o.block_size = block_size;
+  o.enable_prefix_caching = reuse;
+  o.kv_cache_memory = int64_t{256} << 20;
+  return Engine(fixture(model), std::make_unique<CudaBackend>(), o);
+}
+
+class CudaGolden : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override { TIDE_REQUIRE_GPU(); }
+  nlohmann::json golden() const { return test::read_json(fixture(GetParam()) / "golden.json"); }
+};
+
+TEST_P(CudaGolden, LogitsWithinTwiceTransformersBf16Error) {
+  const nlohmann::json g = golden();
+  const SafetensorsFile tensors = SafetensorsFile::open(fixture(GetParam()) / "golden.safetensors");
+  Engine engine = cuda_engine(GetParam(), 16, true);
+  for (const auto& c : g["cases"]) {
+    const std::vector<int32_t> prompt = test::ids_of(c["prompt_ids"]);
+    const std::vector<float> want = test::golden_tensor(tensors, c["logits_tensor"]);
+    const auto rows = engine.prompt_logits(prompt, /*all_positions=*/true);
+    std::vector<float> got;
+    for (const auto& r : rows) got.insert(got.end(), r.begin(), r.end());
+    const double err = test::rel_err(got, want), bound = 2 * c["hf_bf16_rel_err"].get<double>();
+    std::printf("[ bf16     ] %s %s: rel err %.4g (transformers bf16 %.4g)\n", GetParam().c_str(),
+                c["name"].get<std::string>().c_str(), err, c["hf_bf16_rel_err"].get<double>());
+    EXPECT_LT(err, bound) << c["name"];
+  }
+}
+
+TEST_P(CudaGolden, GreedyAgreesUntilTheReferenceMarginIsWithinBf16Noise) {
+  const nlohmann::json g = golden();
+  Engine engine = cuda_engine(GetParam(), 16, true);
+  EngineOptions cpu_options;
+  Engine reference(fixture(GetParam()), std::make_unique<CpuBackend>(), cpu_options);  // f32 = the reference
+  const double noise = 3 * g["cases"].back()["hf_bf16_rel_err"].get<double>();
+  for (const auto& c : g["generate"]) {
+    const std::vector<int32_t> prompt = test::ids_of(c["prompt_ids"]), want = test::ids_of(c["greedy_ids"]);
+    GenerateOptions options;
+    options.max_tokens = static_cast<int64_t>(want.size());
+    options.ignore_eos = true;
+    const std::vector<int32_t> got = engine.generate(prompt, options).ids;
+    const size_t diverge = static_cast<size_t>(std::mismatch(got.begin(), got.end(), want.begin()).first - got.begin());
+    std::printf("[ bf16     ] %s: greedy agrees on %zu of %zu tokens\n", GetParam().c_str(), diverge, want.size());
+    if (diverge == want.size()) continue;
+    // The reference's margin at the first differing step, against the bf16 error of logits of that size.
+    std::vector<int32_t> context = prompt;
+    context.insert(context.end(), want.begin(), want.begin() + static_cast<std::ptrdiff_t>(diverge));
+    std::vector<float> logits = reference.prompt_logits(context, false)[0];
+    double rms = 0;
+    for (float v : logits) rms += double{v} * v;
+    rms = std::sqrt(rms / static_cast<double>(logits.size()));
+    std::partial_sort(logits.begin(), logits.begin() + 2, logits.end(), std::greater<float>());
+    EXPECT_LT(logits[0] - logits[1], noise * rms) << "diverged at step " << diverge << " with a clear margin";
+  }
+}
+
+TEST_P(CudaGolden, SeedReproductionReuseEqualsNoReuse) {
+  const nlohmann::json g = golden();
+  for (const auto& c : g["prefix_sharing"]) {
+    const std::vector<int32_t> a = test::ids_of(c["a_ids"]), b = test::ids_of(c["b_ids"]);
+    GenerateOptions options;
+    options.max_tokens = 16;
+    options.ignore_eos = true;
+    Engine reuse = cuda_engine(GetParam(), 16, true);
+    reuse.generate(a, options);
+    const GenerateResult with = reuse.generate(b, options);
+    Engine fresh = cuda_engine(GetParam(), 16, false);
+    const GenerateResult without = fresh.generate(b, options);
+    EXPECT_EQ(with.ids, without.ids);
+    EXPECT_EQ(with.cached_tokens, c["shared_prefix"].get<int64_t>() / 16 * 16);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, CudaGolden, ::testing::Values("cohere2-tiny", "cohere2-tiny-hd128"));
+
+}  // namespace
+}  // namespace tide

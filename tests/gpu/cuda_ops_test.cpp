@@ -1,0 +1,120 @@
+// Every CUDA op against the CPU reference op on fresh random inputs (bf16-representable, so both start from
+// the same numbers). Tolerances: one bf16 rounding of the output (2^-9 relative) for data movement and
+// elementwise ops; a few roundings for reductions and matmuls (f32 accumulation in both).
+#include <numeric>
+
+#include "gpu_test_util.h"
+
+namespace tide {
+namespace {
+
+using test::both;
+
+class CudaOps : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    TIDE_REQUIRE_GPU();
+    gpu_ = std::make_unique<CudaBackend>();
+  }
+  CpuBackend cpu_;
+  std::unique_ptr<CudaBackend> gpu_;
+};
+
+TEST_F(CudaOps, EmbeddingAndGatherRowsCopyExactly) {
+  const auto table = both(cpu_, *gpu_, test::random_bf16_values(50 * 96, 1), Shape{50, 96});
+  const std::vector<int32_t> ids_v = {3, 49, 0, 3, 17};
+  const auto ids = test::both_i32(cpu_, *gpu_, ids_v, Shape{5});
+  Tensor out_c = cpu_.alloc(DType::kF32, Shape{5, 96}), out_g = gpu_->alloc(DType::kBF16, Shape{5, 96});
+  cpu_.embedding(out_c, table.cpu, ids.cpu);
+  gpu_->embedding(out_g, table.gpu, ids.gpu);
+  EXPECT_EQ(test::to_f32(*gpu_, out_g), test::to_f32(cpu_, out_c));
+
+  const auto rows = test::both_i32(cpu_, *gpu_, {4, 0, 2}, Shape{3});
+  Tensor g_c = cpu_.alloc(DType::kF32, Shape{3, 96}), g_g = gpu_->alloc(DType::kBF16, Shape{3, 96});
+  cpu_.gather_rows(g_c, out_c, rows.cpu);
+  gpu_->gather_rows(g_g, out_g, rows.gpu);
+  EXPECT_EQ(test::to_f32(*gpu_, g_g), test::to_f32(cpu_, g_c));
+}
+
+TEST_F(CudaOps, LayerNormInPlaceAndOutOfPlace) {
+  for (int64_t hidden : {int64_t{96}, int64_t{4096}, int64_t{12288}}) {
+    const auto x = both(cpu_, *gpu_, test::random_bf16_values(static_cast<size_t>(7 * hidden), 2, 3.0f, 0.5f), Shape{7, hidden});
+    const auto w = both(cpu_, *gpu_, test::random_bf16_values(static_cast<size_t>(hidden), 3, 0.2f, 1.0f), Shape{hidden});
+    Tensor out_c = cpu_.alloc(DType::kF32, Shape{7, hidden});
+    cpu_.layer_norm(out_c, x.cpu, w.cpu, 1e-5f);
+    Tensor out_g = gpu_->alloc(DType::kBF16, Shape{7, hidden});
+    gpu_->layer_norm(out_g, x.gpu, w.gpu, 1e-5f);
+    EXPECT_LT(test::rel_err(test::to_f32(*gpu_, out_g), test::to_f32(cpu_, out_c)), 2 * test::kBf16Rounding) << hidden;
+    gpu_->layer_norm(x.gpu, x.gpu, w.gpu, 1e-5f);  // in place
+    EXPECT_EQ(test::to_f32(*gpu_, x.gpu), test::to_f32(*gpu_, out_g)) << hidden;
+  }
+}
+
+TEST_F(CudaOps, MatmulBf16AndF32Outputs) {
+  for (auto [t, k, n] : {std::tuple<int64_t, int64_t, int64_t>{1, 256, 1024}, {37, 512, 768}, {256, 4096, 128}}) {
+    const auto x = both(cpu_, *gpu_, test::random_bf16_values(static_cast<size_t>(t * k), 4), Shape{t, k});
+    const auto w = both(cpu_, *gpu_, test::random_bf16_values(static_cast<size_t>(n * k), 5, 0.05f), Shape{n, k});
+    Tensor c = cpu_.alloc(DType::kF32, Shape{t, n});
+    cpu_.matmul(c, x.cpu, w.cpu, 0.25f);
+    const std::vector<float> want = test::to_f32(cpu_, c);
+    Tensor g32 = gpu_->alloc(DType::kF32, Shape{t, n});
+    gpu_->matmul(g32, x.gpu, w.gpu, 0.25f);
+    EXPECT_LT(test::rel_err(test::to_f32(*gpu_, g32), want), 1e-5) << t << "x" << k << "x" << n;
+    Tensor g16 = gpu_->alloc(DType::kBF16, Shape{t, n});
+    gpu_->matmul(g16, x.gpu, w.gpu, 0.25f);
+    EXPECT_LT(test::rel_err(test::to_f32(*gpu_, g16), want), test::kBf16Rounding) << t << "x" << k << "x" << n;
+  }
+}
+
+TEST_F(CudaOps, RopeRotatesTheSamePairs) {
+  const int64_t d = 128, heads = 12, rope_heads = 10, tokens = 9;
+  const auto qkv = both(cpu_, *gpu_, test::random_bf16_values(static_cast<size_t>(tokens * heads * d), 6), Shape{tokens, heads * d});
+  const auto pos = test::both_i32(cpu_, *gpu_, {0, 1, 2, 15, 16, 4095, 4096, 70000, 131071}, Shape{tokens});
+  std::vector<float> inv_freq;
+  for (int64_t j = 0; j < d / 2; ++j) inv_freq.push_back(static_cast<float>(std::pow(50000.0, -2.0 * j / d)));
+  const Tensor f_c = cpu_.upload(inv_freq.data(), DType::kF32, Shape{d / 2});
+  const Tensor f_g = gpu_->upload(inv_freq.data(), DType::kF32, Shape{d / 2});
+  cpu_.rope(qkv.cpu, pos.cpu, f_c, rope_heads);
+  gpu_->rope(qkv.gpu, pos.gpu, f_g, rope_heads);
+  const auto got = test::to_f32(*gpu_, qkv.gpu), want = test::to_f32(cpu_, qkv.cpu);
+  EXPECT_LT(test::rel_err(got, want), 2 * test::kBf16Rounding);
+  // The heads past num_rope_heads are untouched, bit for bit.
+  for (int64_t t = 0; t < tokens; ++t)
+    for (int64_t i = rope_heads * d; i < heads * d; ++i) ASSERT_EQ(got[t * heads * d + i], want[t * heads * d + i]);
+}
+
+TEST_F(CudaOps, SiluMulAndAdd) {
+  const auto gu = both(cpu_, *gpu_, test::random_bf16_values(6 * 2 * 300, 7, 2.0f), Shape{6, 600});
+  Tensor c = cpu_.alloc(DType::kF32, Shape{6, 300}), g = gpu_->alloc(DType::kBF16, Shape{6, 300});
+  cpu_.silu_mul(c, gu.cpu);
+  gpu_->silu_mul(g, gu.gpu);
+  EXPECT_LT(test::rel_err(test::to_f32(*gpu_, g), test::to_f32(cpu_, c)), 2 * test::kBf16Rounding);
+  const auto a = both(cpu_, *gpu_, test::random_bf16_values(1000, 8), Shape{1000});
+  const auto b = both(cpu_, *gpu_, test::random_bf16_values(1000, 9), Shape{1000});
+  Tensor sc = cpu_.alloc(DType::kF32, Shape{1000});
+  cpu_.add(sc, a.cpu, b.cpu);
+  gpu_->add(a.gpu, a.gpu, b.gpu);  // in place
+  EXPECT_LT(test::rel_err(test::to_f32(*gpu_, a.gpu), test::to_f32(cpu_, sc)), test::kBf16Rounding);
+}
+
+TEST_F(CudaOps, CopyBlocksRoundTripsThroughPinnedHostMemory) {
+  const int64_t blocks = 6, layers = 2, block_size = 4, kv_size = 64;
+  const std::vector<float> values = test::random_bf16_values(static_cast<size_t>(blocks * layers * 2 * block_size * kv_size), 10);
+  KvStorage kv{gpu_->upload_as(values.data(), DType::kF32, Shape{blocks, layers, 2 * block_size, kv_size}, DType::kBF16),
+               layers, block_size};
+  const int64_t block_bytes = layers * 2 * block_size * kv_size * 2;
+  Tensor host = gpu_->alloc_host(DType::kU8, Shape{3, block_bytes});
+  std::vector<BlockCopy> out = {{BlockCopy::Direction::kToHost, 1, 0}, {BlockCopy::Direction::kToHost, 4, 2}};
+  gpu_->copy_blocks(kv, host, out);
+  std::vector<BlockCopy> back = {{BlockCopy::Direction::kToDevice, 5, 0}, {BlockCopy::Direction::kToDevice, 0, 2}};
+  gpu_->copy_blocks(kv, host, back);
+  const std::vector<float> got = test::to_f32(*gpu_, kv.data);
+  const size_t per_block = static_cast<size_t>(layers * 2 * block_size * kv_size);
+  auto block = [&](const std::vector<float>& v, size_t b) { return std::vector<float>(v.begin() + b * per_block, v.begin() + (b + 1) * per_block); };
+  EXPECT_EQ(block(got, 5), block(values, 1));
+  EXPECT_EQ(block(got, 0), block(values, 4));
+  EXPECT_EQ(block(got, 2), block(values, 2));
+}
+
+}  // namespace
+}  // namespace tide
