@@ -1,8 +1,10 @@
-// Paged attention over the window-aware KV cache, the portable version: one block of 4 warps per
-// (query token, query head); the warps take interleaved keys of the token's window [p - W + 1, p] (or
-// [0, p]), each keeping an online softmax in f32, and merge at the end. Keys are read only through the
-// block table and only inside the window, so released (null) blocks are never touched. CUDA cores, no
-// tensor cores: the reference for the tensor-core prefill and split-KV decode kernels that replace it.
+// Paged attention over the window-aware KV cache, split over keys (flash-decoding style). A block serves one
+// query token and one KV head with all the query heads that share it (GQA), over one split of the token's
+// keys [p - W + 1, p] (or [0, p]): tiles of 32 keys are staged in shared memory; each warp owns some of the
+// query heads, scores a tile with one key per lane, keeps an online softmax in f32 and accumulates V with
+// one output dimension per lane. A second kernel merges the splits. Keys are read only through the block
+// table and only inside the window, so released (null) blocks are never touched. CUDA cores, no tensor cores:
+// the tensor-core prefill kernel comes next.
 #include <cfloat>
 
 #include "backend/cuda/kernels.h"
@@ -11,85 +13,172 @@ namespace tide::cuda {
 namespace {
 
 constexpr int kWarps = 4;
-constexpr int kMaxPerLane = 8;  // head_dim <= 256
+constexpr int kTile = 32;          // keys per shared-memory tile: one per lane when scoring
+constexpr int kMaxDimPerLane = 8;  // head_dim <= 256
+constexpr int kMaxHeadsPerWarp = 4;  // query heads per KV head <= 16
 
-__global__ void __launch_bounds__(kWarps * 32) paged_attention_kernel(const __grid_constant__ PagedAttentionParams p) {
-  const int64_t t = blockIdx.x, h = blockIdx.y;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t d = p.head_dim, kv_size = p.num_heads_kv * d;
-  const int64_t kv_head = h / (p.num_heads / p.num_heads_kv);
+struct SplitParams {
+  PagedAttentionParams p;
+  float* part_out;  // [T, Hq, splits, D]
+  float* part_ml;   // [T, Hq, splits, 2]: running max, sum of exp
+  int num_splits;
+};
 
-  // The sequence of token t: the last s with seq_starts[s] <= t.
-  int64_t lo_s = 0, hi_s = p.num_seqs - 1;
-  while (lo_s < hi_s) {
-    const int64_t mid = (lo_s + hi_s + 1) / 2;
-    if (p.seq_starts[mid] <= t) lo_s = mid; else hi_s = mid - 1;
+__device__ int64_t sequence_of(const int32_t* seq_starts, int64_t num_seqs, int64_t t) {
+  int64_t lo = 0, hi = num_seqs - 1;  // the last s with seq_starts[s] <= t
+  while (lo < hi) {
+    const int64_t mid = (lo + hi + 1) / 2;
+    if (seq_starts[mid] <= t) lo = mid; else hi = mid - 1;
   }
-  const int32_t* table = p.block_tables + lo_s * p.max_blocks;
+  return lo;
+}
+
+__global__ void __launch_bounds__(kWarps * 32) split_attention_kernel(const __grid_constant__ SplitParams sp) {
+  const PagedAttentionParams& p = sp.p;
+  extern __shared__ float smem[];
+  const int64_t t = blockIdx.x, kv_head = blockIdx.y, split = blockIdx.z;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t d = p.head_dim, kv_size = p.num_heads_kv * d, group = p.num_heads / p.num_heads_kv;
+  const int64_t row_stride = d + 1;  // padded rows: lane-per-key reads hit distinct banks
+  float* k_tile = smem;                          // [kTile][d + 1]
+  float* v_tile = k_tile + kTile * row_stride;   // [kTile][d + 1]
+  float* q_s = v_tile + kTile * row_stride;      // [group][d], pre-scaled
+
+  const int32_t* table = p.block_tables + sequence_of(p.seq_starts, p.num_seqs, t) * p.max_blocks;
   const int64_t pos = p.positions[t];
   const int64_t first = p.window == 0 ? 0 : max(int64_t{0}, pos - p.window + 1);
+  const int64_t len = pos - first + 1;
+  const int64_t per_split = (len + sp.num_splits - 1) / sp.num_splits;
+  const int64_t lo = first + split * per_split, hi = min(pos + 1, lo + per_split);  // keys [lo, hi)
 
-  const bf16* q = p.qkv + t * (p.num_heads + 2 * p.num_heads_kv) * d + h * d;
-  float qr[kMaxPerLane], acc[kMaxPerLane];
+  const bf16* q = p.qkv + t * (p.num_heads + 2 * p.num_heads_kv) * d + kv_head * group * d;
+  for (int64_t i = threadIdx.x; i < group * d; i += blockDim.x) q_s[i] = __bfloat162float(q[i]) * p.scale;
+
+  float m[kMaxHeadsPerWarp], l[kMaxHeadsPerWarp], acc[kMaxHeadsPerWarp][kMaxDimPerLane];
 #pragma unroll
-  for (int i = 0; i < kMaxPerLane; ++i) {
-    const int64_t e = lane + 32 * i;
-    qr[i] = e < d ? __bfloat162float(q[e]) * p.scale : 0.0f;
-    acc[i] = 0.0f;
-  }
-  float m = -FLT_MAX, l = 0.0f;
-  for (int64_t key = first + warp; key <= pos; key += kWarps) {
-    const int32_t block = table[key / p.block_size];
-    if (block < 0 || block >= p.num_blocks) continue;  // never happens for a valid batch; never read it
-    const int64_t base = ((block * p.num_layers + p.layer) * 2 * p.block_size + key % p.block_size) * kv_size + kv_head * d;
-    const bf16* k = p.cache + base;
-    const bf16* v = p.cache + base + p.block_size * kv_size;  // V follows K's block_size rows
-    float dot = 0.0f;
+  for (int j = 0; j < kMaxHeadsPerWarp; ++j) {
+    m[j] = -FLT_MAX;
+    l[j] = 0.0f;
 #pragma unroll
-    for (int i = 0; i < kMaxPerLane; ++i) {
-      const int64_t e = lane + 32 * i;
-      if (e < d) dot += qr[i] * __bfloat162float(k[e]);
-    }
-    for (int o = 16; o > 0; o /= 2) dot += __shfl_xor_sync(0xffffffffu, dot, o);
-    const float m_new = fmaxf(m, dot);
-    const float correction = __expf(m - m_new), weight = __expf(dot - m_new);
-    l = l * correction + weight;
-#pragma unroll
-    for (int i = 0; i < kMaxPerLane; ++i) {
-      const int64_t e = lane + 32 * i;
-      acc[i] = acc[i] * correction + (e < d ? weight * __bfloat162float(v[e]) : 0.0f);
-    }
-    m = m_new;
+    for (int i = 0; i < kMaxDimPerLane; ++i) acc[j][i] = 0.0f;
   }
 
-  // Merge the warps' partial softmaxes.
-  __shared__ float s_m[kWarps], s_l[kWarps];
-  __shared__ float s_acc[kWarps][kMaxPerLane * 32];
-  if (lane == 0) {
-    s_m[warp] = m;
-    s_l[warp] = l;
-  }
+  for (int64_t base = lo; base < hi; base += kTile) {
+    __syncthreads();  // the previous tile (and q_s on the first pass) is complete / no longer read
+    for (int64_t i = threadIdx.x; i < kTile * d; i += blockDim.x) {
+      const int64_t r = i / d, e = i % d, key = base + r;
+      float kv_k = 0.0f, kv_v = 0.0f;
+      if (key < hi) {
+        const int32_t block = table[key / p.block_size];
+        if (block >= 0 && block < p.num_blocks) {
+          const bf16* kp = p.cache + ((block * p.num_layers + p.layer) * 2 * p.block_size + key % p.block_size) * kv_size + kv_head * d;
+          kv_k = __bfloat162float(kp[e]);
+          kv_v = __bfloat162float(kp[p.block_size * kv_size + e]);  // V follows K's block_size rows
+        }
+      }
+      k_tile[r * row_stride + e] = kv_k;
+      v_tile[r * row_stride + e] = kv_v;
+    }
+    __syncthreads();
+    const bool valid = base + lane < hi;
 #pragma unroll
-  for (int i = 0; i < kMaxPerLane; ++i) s_acc[warp][lane + 32 * i] = acc[i];
-  __syncthreads();
+    for (int j = 0; j < kMaxHeadsPerWarp; ++j) {
+      const int64_t h = warp + j * kWarps;
+      if (h >= group) break;
+      float score = -FLT_MAX;
+      if (valid) {
+        score = 0.0f;
+        for (int64_t e = 0; e < d; ++e) score += q_s[h * d + e] * k_tile[lane * row_stride + e];
+      }
+      float tile_max = score;
+      for (int o = 16; o > 0; o /= 2) tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, o));
+      const float m_new = fmaxf(m[j], tile_max);
+      const float weight = valid ? __expf(score - m_new) : 0.0f;
+      float tile_sum = weight;
+      for (int o = 16; o > 0; o /= 2) tile_sum += __shfl_xor_sync(0xffffffffu, tile_sum, o);
+      const float correction = __expf(m[j] - m_new);
+      l[j] = l[j] * correction + tile_sum;
+      m[j] = m_new;
+#pragma unroll
+      for (int i = 0; i < kMaxDimPerLane; ++i) acc[j][i] *= correction;
+      for (int r = 0; r < kTile; ++r) {
+        const float w = __shfl_sync(0xffffffffu, weight, r);
+#pragma unroll
+        for (int i = 0; i < kMaxDimPerLane; ++i) {
+          const int64_t e = lane + 32 * i;
+          if (e < d) acc[j][i] += w * v_tile[r * row_stride + e];
+        }
+      }
+    }
+  }
+
+#pragma unroll
+  for (int j = 0; j < kMaxHeadsPerWarp; ++j) {
+    const int64_t h = warp + j * kWarps;
+    if (h >= group) break;
+    const int64_t head = kv_head * group + h;
+    const int64_t slot = (t * p.num_heads + head) * sp.num_splits + split;
+#pragma unroll
+    for (int i = 0; i < kMaxDimPerLane; ++i) {
+      const int64_t e = lane + 32 * i;
+      if (e < d) sp.part_out[slot * d + e] = acc[j][i];
+    }
+    if (lane == 0) {
+      sp.part_ml[slot * 2] = m[j];
+      sp.part_ml[slot * 2 + 1] = l[j];
+    }
+  }
+}
+
+// Merges the splits of one (token, head): out = sum_s e^(m_s - M) acc_s / sum_s e^(m_s - M) l_s.
+__global__ void merge_splits_kernel(const __grid_constant__ SplitParams sp) {
+  const PagedAttentionParams& p = sp.p;
+  const int64_t t = blockIdx.x, h = blockIdx.y, d = p.head_dim;
+  const int64_t first_slot = (t * p.num_heads + h) * sp.num_splits;
   float m_all = -FLT_MAX;
-  for (int w = 0; w < kWarps; ++w) m_all = fmaxf(m_all, s_m[w]);
+  for (int s = 0; s < sp.num_splits; ++s) m_all = fmaxf(m_all, sp.part_ml[(first_slot + s) * 2]);
   float l_all = 0.0f;
-  for (int w = 0; w < kWarps; ++w) l_all += s_l[w] * __expf(s_m[w] - m_all);
-  bf16* out = p.out + t * p.num_heads * d + h * d;
+  for (int s = 0; s < sp.num_splits; ++s) {
+    l_all += sp.part_ml[(first_slot + s) * 2 + 1] * __expf(sp.part_ml[(first_slot + s) * 2] - m_all);
+  }
   for (int64_t e = threadIdx.x; e < d; e += blockDim.x) {
     float o = 0.0f;
-    for (int w = 0; w < kWarps; ++w) o += s_acc[w][e] * __expf(s_m[w] - m_all);
-    out[e] = __float2bfloat16(o / l_all);
+    for (int s = 0; s < sp.num_splits; ++s) {
+      o += sp.part_out[(first_slot + s) * d + e] * __expf(sp.part_ml[(first_slot + s) * 2] - m_all);
+    }
+    p.out[(t * p.num_heads + h) * d + e] = __float2bfloat16(o / l_all);
   }
 }
 
 }  // namespace
 
-void launch_paged_attention(const PagedAttentionParams& p, cudaStream_t stream) {
+int paged_attention_splits(int64_t num_tokens, int64_t num_heads_kv, int num_sms) {
+  // Enough blocks to fill every SM twice; one split when the tokens alone do that (prefill).
+  const int64_t blocks = num_tokens * num_heads_kv;
+  const int64_t splits = (2 * num_sms + blocks - 1) / blocks;
+  return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(splits, 64)));
+}
+
+size_t paged_attention_smem_bytes(int64_t head_dim, int64_t group) {
+  return sizeof(float) * static_cast<size_t>(2 * kTile * (head_dim + 1) + group * head_dim);
+}
+
+bool paged_attention_supports(int64_t head_dim, int64_t group) {
+  return head_dim <= 32 * kMaxDimPerLane && group <= kWarps * kMaxHeadsPerWarp;
+}
+
+void launch_paged_attention(const PagedAttentionParams& p, float* part_out, float* part_ml, int num_splits,
+                            cudaStream_t stream) {
   if (p.num_tokens == 0) return;
-  const dim3 grid(static_cast<unsigned>(p.num_tokens), static_cast<unsigned>(p.num_heads));
-  paged_attention_kernel<<<grid, kWarps * 32, 0, stream>>>(p);
+  const SplitParams sp{p, part_out, part_ml, num_splits};
+  const size_t smem = paged_attention_smem_bytes(p.head_dim, p.num_heads / p.num_heads_kv);
+  if (smem > 48 * 1024) {
+    cudaFuncSetAttribute(split_attention_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+  }
+  const dim3 grid(static_cast<unsigned>(p.num_tokens), static_cast<unsigned>(p.num_heads_kv), static_cast<unsigned>(num_splits));
+  split_attention_kernel<<<grid, kWarps * 32, smem, stream>>>(sp);
+  const dim3 merge_grid(static_cast<unsigned>(p.num_tokens), static_cast<unsigned>(p.num_heads));
+  merge_splits_kernel<<<merge_grid, 128, 0, stream>>>(sp);
 }
 
 }  // namespace tide::cuda

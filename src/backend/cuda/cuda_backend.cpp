@@ -59,6 +59,7 @@ CudaBackend::CudaBackend(int device) : allocator_(std::make_shared<Allocator>())
   if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) fail("--device cuda: no CUDA device is available");
   if (device < 0 || device >= count) fail("--device cuda: device {} does not exist ({} present)", device, count);
   TIDE_CUDA_CHECK(cudaSetDevice(device));
+  TIDE_CUDA_CHECK(cudaDeviceGetAttribute(&num_sms_, cudaDevAttrMultiProcessorCount, device));
   TIDE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   TIDE_CUBLAS_CHECK(cublasLtCreate(&lt_));
   workspace_bytes_ = size_t{32} << 20;
@@ -198,7 +199,10 @@ void CudaBackend::store_kv(KvStorage& kv, int64_t layer, const Tensor& qkv, cons
 // out: [T, Hq * D], qkv: [T, (Hq + 2 Hkv) * D]
 void CudaBackend::attention(Tensor out, const Tensor& qkv, const KvStorage& kv, int64_t layer,
                             const AttentionBatch& batch, const AttentionShape& shape, int64_t window) {
-  if (shape.head_dim > 256) fail("cuda backend: head_dim {} is above the attention kernel's 256", shape.head_dim);
+  if (!cuda::paged_attention_supports(shape.head_dim, shape.num_heads / shape.num_heads_kv)) {
+    fail("cuda backend: attention with head_dim {} and {} query heads per KV head is not supported (at most 256 "
+         "and 16)", shape.head_dim, shape.num_heads / shape.num_heads_kv);
+  }
   TIDE_CHECK(qkv.dim(1) == (shape.num_heads + 2 * shape.num_heads_kv) * shape.head_dim);
   TIDE_CHECK(out.dim(1) == shape.num_heads * shape.head_dim && batch.block_size == kv.block_size);
   cuda::PagedAttentionParams p{};
@@ -220,7 +224,11 @@ void CudaBackend::attention(Tensor out, const Tensor& qkv, const KvStorage& kv, 
   p.num_blocks = kv.data.dim(0);
   p.window = window;
   p.scale = 1.0f / std::sqrt(static_cast<float>(shape.head_dim));
-  cuda::launch_paged_attention(p, stream_);
+  const int splits = cuda::paged_attention_splits(p.num_tokens, p.num_heads_kv, num_sms_);
+  const int64_t slots = p.num_tokens * p.num_heads * splits;
+  const Tensor part_out = alloc(DType::kF32, Shape{slots, shape.head_dim});
+  const Tensor part_ml = alloc(DType::kF32, Shape{slots, 2});
+  cuda::launch_paged_attention(p, part_out.as<float>(), part_ml.as<float>(), splits, stream_);
 }
 
 // out: [T, I], gate_up: [T, 2I]

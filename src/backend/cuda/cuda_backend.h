@@ -57,6 +57,7 @@ class CudaBackend final : public Backend {
 
   std::shared_ptr<Allocator> allocator_;
   int device_ = 0;
+  int num_sms_ = 1;
   cudaStream_t stream_ = nullptr;
   cublasLtHandle_t lt_ = nullptr;
   void* workspace_ = nullptr;

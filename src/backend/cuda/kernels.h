@@ -49,6 +49,12 @@ struct PagedAttentionParams {
   int64_t window;              // 0: global
   float scale;
 };
-void launch_paged_attention(const PagedAttentionParams& p, cudaStream_t stream);
+// Whether the attention kernel handles this head_dim and number of query heads per KV head.
+bool paged_attention_supports(int64_t head_dim, int64_t group);
+// How many splits of the keys a launch uses for this batch on a GPU with `num_sms` multiprocessors.
+int paged_attention_splits(int64_t num_tokens, int64_t num_heads_kv, int num_sms);
+// part_out: [T, Hq, splits, D] f32 and part_ml: [T, Hq, splits, 2] f32 scratch.
+void launch_paged_attention(const PagedAttentionParams& p, float* part_out, float* part_ml, int num_splits,
+                            cudaStream_t stream);
 
 }  // namespace tide::cuda
