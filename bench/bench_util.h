@@ -1,0 +1,51 @@
+// Small pieces every benchmark section uses: CUDA-event timing on the backend's stream, medians, random
+// device fills of tensors, free device memory, and the attention key counts the FLOP and byte figures use.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace tide::bench {
+
+inline constexpr int64_t kGiB = int64_t{1} << 30;
+
+// Times work queued on one stream between start() and stop() with a pair of CUDA events.
+class EventTimer {
+ public:
+  explicit EventTimer(cudaStream_t stream);
+  ~EventTimer();
+  EventTimer(const EventTimer&) = delete;
+  EventTimer& operator=(const EventTimer&) = delete;
+
+  void start();
+  void stop();
+  // Waits for the stop event; milliseconds between the events. Throws tide::Error on a CUDA error (also one
+  // left by an unchecked kernel launch in between).
+  float elapsed_ms();
+
+ private:
+  cudaStream_t stream_;
+  cudaEvent_t start_ = nullptr, stop_ = nullptr;
+};
+
+double median(std::vector<double> values);
+
+// Fills a BF16 device tensor with uniform values in [center - amplitude, center + amplitude], each call
+// with a fresh seed. Queued on `stream`.
+void fill_random(const Tensor& t, float center, float amplitude, cudaStream_t stream);
+
+// Free device memory now (cudaMemGetInfo).
+int64_t free_device_bytes();
+
+// Keys a query at position `pos` attends in a layer of window `window` (0: global): p+1 or min(p+1, W).
+inline int64_t keys_attended(int64_t window, int64_t pos) {
+  return window == 0 || pos + 1 < window ? pos + 1 : window;
+}
+// Sum of keys_attended over positions [begin, end).
+int64_t keys_attended_sum(int64_t window, int64_t begin, int64_t end);
+
+}  // namespace tide::bench

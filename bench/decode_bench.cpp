@@ -1,0 +1,122 @@
+// Decode: B sequences at context C, one new token each per step, through Cohere2Model::forward over the
+// paged KV cache. The context is not prefilled through the model (too slow for a benchmark): the block
+// tables come from KvCacheManager::append + commit with dummy tokens and the KV storage is filled with
+// random bf16 once. Achieved bandwidth counts the bytes a step must read at least: every weight once plus,
+// per sequence and layer, the K and V of the keys its token attends.
+#include <fmt/format.h>
+
+#include <memory>
+
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_check.h"
+#include "bench/bench_util.h"
+#include "bench/kv_setup.h"
+#include "bench/sections.h"
+#include "bench/synthetic_model.h"
+#include "model/cohere2.h"
+
+namespace tide::bench {
+namespace {
+
+constexpr int kWarmupSteps = 3;
+constexpr int64_t kFillChunk = kBlockSize;  // fake prefill step: keeps sliding pools at window + one block
+
+// KV bytes one decode step reads: each sequence's token at `pos` reads the K and V of the keys it attends.
+int64_t kv_bytes_read(const ModelConfig& c, int64_t num_seqs, int64_t pos) {
+  int64_t keys = 0;
+  for (const LayerSpec& layer : c.layers) keys += keys_attended(layer.window, pos);
+  return num_seqs * keys * 2 * c.kv_size() * 2;
+}
+
+void decode_point(const BenchModel& m, const BenchOptions& options, int64_t num_seqs, int64_t context,
+                  Report& report) {
+  const ModelConfig& c = m.config;
+  const int runs = options.timed_runs(20, 5);
+  const int64_t num_steps = kWarmupSteps + runs;
+  BenchRow row("decode", fmt::format("decode B={} C={}", num_seqs, context),
+               fmt::format("{} seqs x 1 token, ctx {}", num_seqs, context));
+  if (context + num_steps > c.max_position_embeddings) {
+    row.note = fmt::format("skipped: context beyond the model's {} positions", c.max_position_embeddings);
+    report.add(std::move(row));
+    return;
+  }
+
+  // The pools hold every position the steps will write: C + warm-up + timed steps.
+  const std::vector<PoolSpec> pools = pool_specs(c, kBlockSize, num_seqs, context + num_steps, kFillChunk);
+  const int64_t kv_bytes = kv_cache_bytes(c, kBlockSize, pools);
+  const int64_t free_bytes = free_device_bytes();
+  row.details = {{"batch", num_seqs}, {"context", context}, {"kv_cache_bytes", kv_bytes}, {"free_bytes", free_bytes}};
+  if (kv_bytes + kMemoryMargin > free_bytes) {
+    row.note = fmt::format("skipped: does not fit ({:.1f} GiB of KV, {:.1f} GiB free, 4 GiB margin)",
+                           static_cast<double>(kv_bytes) / kGiB, static_cast<double>(free_bytes) / kGiB);
+    report.add(std::move(row));
+    return;
+  }
+
+  // Fresh backend per point: its allocator's cached blocks (this point's KV) are freed with it.
+  auto backend = std::make_unique<CudaBackend>();
+  const Cohere2Model model(c, m.weights, *backend);
+  KvCacheManager manager(kBlockSize, pools, /*enable_prefix_caching=*/false);
+  std::vector<SequenceKv> seqs(static_cast<size_t>(num_seqs));
+  for (int64_t s = 0; s < num_seqs; ++s) fake_prefill(c, manager, seqs[static_cast<size_t>(s)], s, context, kFillChunk);
+  std::vector<KvStorage> kv = model.allocate_kv(kBlockSize, pool_blocks(pools));
+  for (const KvStorage& storage : kv) fill_random(storage.data, 0.0f, 1.0f, backend->stream());
+  TIDE_CUDA_CHECK(cudaStreamSynchronize(backend->stream()));
+
+  EventTimer timer(backend->stream());
+  std::vector<double> ms;
+  int64_t kv_read_total = 0;
+  for (int64_t step = 0; step < num_steps; ++step) {
+    const int64_t pos = seqs.front().num_computed();
+    ForwardBatch batch;
+    for (int64_t s = 0; s < num_seqs; ++s) {
+      SequenceKv& seq = seqs[static_cast<size_t>(s)];
+      manager.append(seq, 1);
+      batch.token_ids.push_back(dummy_token(c, s, pos));
+      batch.seqs.push_back(forward_sequence(seq, 1));
+      batch.logit_indices.push_back(static_cast<int32_t>(s));
+    }
+    timer.start();
+    const Tensor logits = model.forward(batch, kv);
+    timer.stop();
+    const double t = timer.elapsed_ms();
+    if (step >= kWarmupSteps) {
+      ms.push_back(t);
+      kv_read_total += kv_bytes_read(c, num_seqs, pos);
+    }
+    for (int64_t s = 0; s < num_seqs; ++s) {
+      const int32_t token = batch.token_ids[static_cast<size_t>(s)];
+      manager.commit(seqs[static_cast<size_t>(s)], std::span<const int32_t>(&token, 1));
+    }
+  }
+
+  const double step_ms = median(ms);
+  const int64_t weights = weight_bytes(c);
+  const int64_t kv_read = kv_read_total / runs;
+  row.time_ms = step_ms;
+  row.tok_per_s = static_cast<double>(num_seqs) / (step_ms * 1e-3);
+  row.bytes_per_s = static_cast<double>(weights + kv_read) / (step_ms * 1e-3);
+  row.details["weight_bytes"] = weights;
+  row.details["kv_bytes_read_per_step"] = kv_read;
+  row.details["step_ms_min"] = *std::min_element(ms.begin(), ms.end());
+  row.details["step_ms_max"] = *std::max_element(ms.begin(), ms.end());
+  row.details["timed_steps"] = runs;
+  report.add(std::move(row));
+}
+
+}  // namespace
+
+void run_decode(const BenchModel& model, const BenchOptions& options, Report& report) {
+  for (int64_t context : options.decode_contexts) {
+    for (int64_t batch : options.decode_batches) {
+      try {
+        decode_point(model, options, batch, context, report);
+      } catch (const std::exception& e) {
+        report.add(BenchRow("decode", fmt::format("decode B={} C={}", batch, context),
+                            "", fmt::format("error: {}", e.what())));
+      }
+    }
+  }
+}
+
+}  // namespace tide::bench

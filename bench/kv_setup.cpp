@@ -1,0 +1,60 @@
+#include "bench/kv_setup.h"
+
+#include <climits>
+
+#include "core/error.h"
+
+namespace tide::bench {
+
+std::vector<PoolSpec> pool_specs(const ModelConfig& config, int64_t block_size, int64_t num_seqs,
+                                 int64_t num_tokens, int64_t chunk) {
+  std::vector<PoolSpec> specs;
+  for (const LayerGroup& g : config.groups) specs.push_back(PoolSpec{g.window, 0, 0});
+  const KvCacheManager sizing(block_size, specs, /*enable_prefix_caching=*/false);  // empty pools: formula only
+  for (int p = 0; p < sizing.num_pools(); ++p) {
+    const int64_t blocks = num_seqs * sizing.max_blocks_per_sequence(p, num_tokens, chunk);
+    if (blocks > INT32_MAX) fail("a KV pool of {} blocks is too large", blocks);
+    specs[static_cast<size_t>(p)].num_blocks = static_cast<int32_t>(blocks);
+  }
+  return specs;
+}
+
+std::vector<int32_t> pool_blocks(const std::vector<PoolSpec>& pools) {
+  std::vector<int32_t> blocks;
+  for (const PoolSpec& p : pools) blocks.push_back(p.num_blocks);
+  return blocks;
+}
+
+int64_t kv_cache_bytes(const ModelConfig& config, int64_t block_size, const std::vector<PoolSpec>& pools) {
+  int64_t bytes = 0;
+  for (size_t g = 0; g < pools.size(); ++g) {
+    bytes += int64_t{pools[g].num_blocks} * config.groups[g].num_layers() * 2 * block_size * config.kv_size() * 2;
+  }
+  return bytes;
+}
+
+int32_t dummy_token(const ModelConfig& config, int64_t seq_idx, int64_t pos) {
+  return static_cast<int32_t>((pos * 7919 + seq_idx * 104729 + 17) % config.vocab_size);
+}
+
+void fake_prefill(const ModelConfig& config, KvCacheManager& manager, SequenceKv& seq, int64_t seq_idx,
+                  int64_t num_tokens, int64_t chunk) {
+  std::vector<int32_t> tokens;
+  for (int64_t done = 0; done < num_tokens;) {
+    const int64_t n = std::min(chunk, num_tokens - done);
+    const int64_t start = seq.num_computed();
+    tokens.clear();
+    for (int64_t i = 0; i < n; ++i) tokens.push_back(dummy_token(config, seq_idx, start + i));
+    manager.append(seq, n);
+    manager.commit(seq, tokens);
+    done += n;
+  }
+}
+
+ForwardSequence forward_sequence(const SequenceKv& seq, int64_t num_tokens) {
+  ForwardSequence fs{seq.num_computed(), num_tokens, {}};
+  for (const std::vector<int32_t>& table : seq.block_tables) fs.block_tables.emplace_back(table);
+  return fs;
+}
+
+}  // namespace tide::bench

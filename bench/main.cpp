@@ -1,0 +1,128 @@
+// tide_bench: the GPU benchmark of tide on a synthetic model (random bf16 weights made on the GPU, no
+// checkpoint). One run measures the ceilings (copy bandwidth, bf16 GEMM), decode over a paged KV cache,
+// chunked prefill and the attention kernel alone; it prints a table as it goes, then one JSON object (also
+// written to --out). Progress goes to stderr. Reports figures; never passes or fails.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <optional>
+
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_check.h"
+#include "bench/bench_util.h"
+#include "bench/sections.h"
+#include "bench/synthetic_model.h"
+#include "core/error.h"
+
+namespace tide::bench {
+namespace {
+
+struct Flags {
+  std::string synthetic;
+  std::optional<int64_t> num_layers;
+  std::string out;
+  BenchOptions options;
+};
+
+nlohmann::json device_json() {
+  int device = 0;
+  cudaDeviceProp prop{};
+  TIDE_CUDA_CHECK(cudaGetDevice(&device));
+  TIDE_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+  int driver = 0, runtime = 0;
+  TIDE_CUDA_CHECK(cudaDriverGetVersion(&driver));
+  TIDE_CUDA_CHECK(cudaRuntimeGetVersion(&runtime));
+  return {{"name", prop.name}, {"sm", fmt::format("{}.{}", prop.major, prop.minor)},
+          {"multiprocessors", prop.multiProcessorCount}, {"memory_bytes", prop.totalGlobalMem},
+          {"driver_version", driver}, {"runtime_version", runtime}};
+}
+
+nlohmann::json config_json(const ModelConfig& c) {
+  return {{"hidden_size", c.hidden_size}, {"num_layers", c.num_layers}, {"num_heads", c.num_heads},
+          {"num_heads_kv", c.num_heads_kv}, {"head_dim", c.head_dim}, {"intermediate_size", c.intermediate_size},
+          {"vocab_size", c.vocab_size}, {"num_groups", c.groups.size()}, {"weight_bytes", weight_bytes(c)},
+          {"linear_params", linear_params(c)}};
+}
+
+// Runs `section`, logging its wall time to stderr.
+template <typename Section>
+void timed_section(const char* name, Section&& section) {
+  const auto begin = std::chrono::steady_clock::now();
+  std::cerr << "tide_bench: " << name << " ...\n";
+  section();
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+  std::cerr << fmt::format("tide_bench: {} done in {:.1f} s\n", name, s);
+}
+
+int run(const Flags& flags) {
+  const auto begin = std::chrono::steady_clock::now();
+  const ModelConfig config =
+      ModelConfig::from_json(synthetic_config_json(flags.synthetic, flags.num_layers), "--synthetic " + flags.synthetic);
+  if (!CudaBackend::available()) fail("no CUDA device is available");
+
+  // Checked before any GPU time is spent: Command-A in bf16 needs --num-layers to fit one GPU.
+  const int64_t needed = weight_bytes(config);
+  if (needed + kMemoryMargin > free_device_bytes()) {
+    fail("the synthetic weights ({:.1f} GiB) do not fit in free GPU memory ({:.1f} GiB, 4 GiB margin); "
+         "try --num-layers", static_cast<double>(needed) / kGiB, static_cast<double>(free_device_bytes()) / kGiB);
+  }
+
+  Report report(stdout);
+  report.header() = {{"benchmark", "tide_bench"}, {"model", flags.synthetic}, {"quick", flags.options.quick},
+                     {"device", device_json()}, {"config", config_json(config)}};
+  report.print_table_header();
+  timed_section("ceilings", [&] { run_ceilings(flags.options, report); });
+  {
+    // The weights live on their own backend until prefill is done; each section brings its own for the rest.
+    CudaBackend weights_backend;
+    Cohere2Weights weights;
+    timed_section("synthetic weights", [&] { weights = synthetic_weights(config, weights_backend); });
+    const BenchModel model{config, weights};
+    timed_section("decode", [&] { run_decode(model, flags.options, report); });
+    timed_section("prefill", [&] { run_prefill(model, flags.options, report); });
+  }
+  timed_section("attention", [&] { run_attention(flags.options, report); });
+
+  const double total_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+  report.header()["wall_seconds"] = total_s;
+  const std::string json = report.to_json().dump();
+  fmt::print("{}\n", json);
+  std::fflush(stdout);
+  if (!flags.out.empty()) {
+    std::ofstream out(flags.out);
+    if (!out || !(out << report.to_json().dump(2) << "\n")) fail("--out: cannot write {}", flags.out);
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace tide::bench
+
+int main(int argc, char** argv) {
+  tide::bench::Flags flags;
+  CLI::App app{"tide_bench: GPU benchmark of tide on a synthetic model (decode, prefill, attention, ceilings)",
+               "tide_bench"};
+  app.add_option("--synthetic", flags.synthetic, "r7b, command-a, or PATH/config.json")->required();
+  app.add_option("--num-layers", flags.num_layers, "override the number of layers (the sliding pattern is kept)");
+  app.add_option("--out", flags.out, "also write the JSON object to this file");
+  app.add_flag("--quick", flags.options.quick, "fewer repetitions (the R7B run takes a few minutes at most)");
+  app.add_option("--batches", flags.options.decode_batches, "decode batch sizes")->delimiter(',');
+  app.add_option("--contexts", flags.options.decode_contexts, "decode context lengths")->delimiter(',');
+  app.add_option("--prefill-lengths", flags.options.prefill_lengths, "prefill prompt lengths")->delimiter(',');
+  app.add_option("--max-prefill-chunk", flags.options.max_prefill_chunk, "prefill tokens per forward step")
+      ->check(CLI::PositiveNumber);
+  try {
+    app.parse(argc, argv);
+    return tide::bench::run(flags);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const std::exception& e) {
+    std::fflush(stdout);
+    std::cerr << "tide_bench: error: " << e.what() << "\n";
+    return 1;
+  }
+}

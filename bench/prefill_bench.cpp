@@ -1,0 +1,108 @@
+// Prefill: one sequence, one prompt of each length, in chunks of at most max_prefill_chunk tokens (one
+// ForwardBatch per chunk, logits for the prompt's last token only, as Engine does), timed from the first
+// chunk to the last. FLOPs counted: 2 x layer matmul parameters x tokens, attention 4 x heads x head_dim per
+// (query, key) pair the layer's mask allows, and the logits matmul of one row.
+#include <fmt/format.h>
+
+#include <memory>
+
+#include "backend/cuda/cuda_backend.h"
+#include "bench/bench_util.h"
+#include "bench/kv_setup.h"
+#include "bench/sections.h"
+#include "bench/synthetic_model.h"
+#include "model/cohere2.h"
+
+namespace tide::bench {
+namespace {
+
+double prefill_flops(const ModelConfig& c, int64_t num_tokens) {
+  double attention = 0;
+  for (const LayerSpec& layer : c.layers) {
+    attention += 4.0 * static_cast<double>(c.num_heads * c.head_dim) *
+                 static_cast<double>(keys_attended_sum(layer.window, 0, num_tokens));
+  }
+  const double linear = 2.0 * static_cast<double>(linear_params(c)) * static_cast<double>(num_tokens);
+  const double logits = 2.0 * static_cast<double>(c.vocab_size * c.hidden_size);
+  return linear + attention + logits;
+}
+
+// Runs a prompt of `num_tokens` through the model in chunks; returns the milliseconds from the first
+// chunk's start to the last chunk's end on the backend's stream. Leaves the manager as it found it.
+double run_prompt(const Cohere2Model& model, KvCacheManager& manager, std::vector<KvStorage>& kv, int64_t num_tokens,
+                  int64_t chunk, EventTimer& timer) {
+  const ModelConfig& c = model.config();
+  SequenceKv seq;
+  timer.start();
+  for (int64_t begin = 0; begin < num_tokens; begin += chunk) {
+    const int64_t n = std::min(chunk, num_tokens - begin);
+    manager.append(seq, n);
+    ForwardBatch batch;
+    for (int64_t i = 0; i < n; ++i) batch.token_ids.push_back(dummy_token(c, 0, begin + i));
+    batch.seqs.push_back(forward_sequence(seq, n));
+    if (begin + n == num_tokens) batch.logit_indices.push_back(static_cast<int32_t>(n - 1));
+    const Tensor logits = model.forward(batch, kv);
+    manager.commit(seq, batch.token_ids);
+  }
+  timer.stop();
+  const double ms = timer.elapsed_ms();
+  manager.free(seq);
+  return ms;
+}
+
+void prefill_point(const Cohere2Model& model, CudaBackend& backend, const BenchOptions& options, int64_t num_tokens,
+                   Report& report) {
+  const ModelConfig& c = model.config();
+  const int64_t chunk = std::min(num_tokens, options.max_prefill_chunk);
+  const int runs = options.timed_runs(3, 1);
+  BenchRow row("prefill", fmt::format("prefill {} tokens", num_tokens),
+               fmt::format("1 seq, chunks of {}", chunk));
+  if (num_tokens > c.max_position_embeddings) {
+    row.note = fmt::format("skipped: beyond the model's {} positions", c.max_position_embeddings);
+    report.add(std::move(row));
+    return;
+  }
+  const std::vector<PoolSpec> pools = pool_specs(c, kBlockSize, 1, num_tokens, chunk);
+  const int64_t kv_bytes = kv_cache_bytes(c, kBlockSize, pools);
+  if (kv_bytes + kMemoryMargin > free_device_bytes()) {
+    row.note = "skipped: does not fit";
+    report.add(std::move(row));
+    return;
+  }
+  KvCacheManager manager(kBlockSize, pools, /*enable_prefix_caching=*/false);
+  std::vector<KvStorage> kv = model.allocate_kv(kBlockSize, pool_blocks(pools));
+  EventTimer timer(backend.stream());
+
+  // Warm-up: one chunk of the timed chunk shape (cuBLASLt algorithm choice, allocator caches).
+  run_prompt(model, manager, kv, chunk, chunk, timer);
+  std::vector<double> ms;
+  for (int i = 0; i < runs; ++i) ms.push_back(run_prompt(model, manager, kv, num_tokens, chunk, timer));
+
+  const double t = median(ms);
+  const double flops = prefill_flops(c, num_tokens);
+  row.time_ms = t;
+  row.tok_per_s = static_cast<double>(num_tokens) / (t * 1e-3);
+  row.flops_per_s = flops / (t * 1e-3);
+  row.details = {{"tokens", num_tokens}, {"chunk", chunk}, {"flops", flops}, {"runs", runs},
+                 {"kv_cache_bytes", kv_bytes}};
+  report.add(std::move(row));
+}
+
+}  // namespace
+
+void run_prefill(const BenchModel& m, const BenchOptions& options, Report& report) {
+  // One backend for all lengths: a single sequence's KV and one chunk's activations are small next to the
+  // weights; dropping the backend afterwards returns its cached blocks.
+  auto backend = std::make_unique<CudaBackend>();
+  const Cohere2Model model(m.config, m.weights, *backend);
+  for (int64_t num_tokens : options.prefill_lengths) {
+    try {
+      prefill_point(model, *backend, options, num_tokens, report);
+    } catch (const std::exception& e) {
+      report.add(BenchRow("prefill", fmt::format("prefill {} tokens", num_tokens),
+                          "", fmt::format("error: {}", e.what())));
+    }
+  }
+}
+
+}  // namespace tide::bench

@@ -1,0 +1,43 @@
+// The sections of tide_bench, each a function that measures and adds rows to the report. Every section
+// builds its own CudaBackend and drops it at the end, so the caching allocator's freed blocks (a big KV
+// cache of one decode point) go back to the device before the next section allocates. Only the synthetic
+// weights (their own backend, alive for the whole run) are shared.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "bench/report.h"
+#include "model/config.h"
+#include "model/weights.h"
+
+namespace tide::bench {
+
+inline constexpr int64_t kBlockSize = 16;
+inline constexpr int64_t kMemoryMargin = int64_t{4} << 30;  // kept free for activations and cuBLASLt
+
+struct BenchOptions {
+  bool quick = false;
+  std::vector<int64_t> decode_batches{1, 8, 32, 128};
+  std::vector<int64_t> decode_contexts{1024, 32768};
+  std::vector<int64_t> prefill_lengths{2048, 8192, 32768};
+  int64_t max_prefill_chunk = 8192;
+
+  int timed_runs(int full, int quick_runs) const { return quick ? quick_runs : full; }
+};
+
+struct BenchModel {
+  const ModelConfig& config;
+  const Cohere2Weights& weights;
+};
+
+// Device-to-device copy bandwidth and bf16 GEMM throughput; sets the report's ceilings.
+void run_ceilings(const BenchOptions& options, Report& report);
+// Decode steps of B sequences of 1 token at context C over a randomly filled paged KV cache.
+void run_decode(const BenchModel& model, const BenchOptions& options, Report& report);
+// One prompt of each length through the model in chunks, timed as a whole.
+void run_prefill(const BenchModel& model, const BenchOptions& options, Report& report);
+// CudaBackend::attention alone: prefill 8192 tokens (causal and window 4096), decode batch 32 at 32768.
+void run_attention(const BenchOptions& options, Report& report);
+
+}  // namespace tide::bench
