@@ -65,19 +65,38 @@ __global__ void __launch_bounds__(kWarps * 32) split_attention_kernel(const __gr
 
   for (int64_t base = lo; base < hi; base += kTile) {
     __syncthreads();  // the previous tile (and q_s on the first pass) is complete / no longer read
-    for (int64_t i = threadIdx.x; i < kTile * d; i += blockDim.x) {
-      const int64_t r = i / d, e = i % d, key = base + r;
-      float kv_k = 0.0f, kv_v = 0.0f;
+    // Each thread moves `vec` consecutive elements of one key row (16-byte loads when head_dim allows).
+    const int64_t vec = d % 8 == 0 ? 8 : 1;
+    for (int64_t i = threadIdx.x; i < kTile * d / vec; i += blockDim.x) {
+      const int64_t r = i / (d / vec), e = (i % (d / vec)) * vec, key = base + r;
+      float k_vals[8] = {}, v_vals[8] = {};
       if (key < hi) {
         const int32_t block = table[key / p.block_size];
         if (block >= 0 && block < p.num_blocks) {
-          const bf16* kp = p.cache + ((block * p.num_layers + p.layer) * 2 * p.block_size + key % p.block_size) * kv_size + kv_head * d;
-          kv_k = __bfloat162float(kp[e]);
-          kv_v = __bfloat162float(kp[p.block_size * kv_size + e]);  // V follows K's block_size rows
+          const bf16* kp = p.cache + ((block * p.num_layers + p.layer) * 2 * p.block_size + key % p.block_size) * kv_size + kv_head * d + e;
+          const bf16* vp = kp + p.block_size * kv_size;  // V follows K's block_size rows
+          if (vec == 8) {
+            const uint4 kraw = *reinterpret_cast<const uint4*>(kp), vraw = *reinterpret_cast<const uint4*>(vp);
+            const __nv_bfloat162* k2 = reinterpret_cast<const __nv_bfloat162*>(&kraw);
+            const __nv_bfloat162* v2 = reinterpret_cast<const __nv_bfloat162*>(&vraw);
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+              const float2 kf = __bfloat1622float2(k2[j]), vf = __bfloat1622float2(v2[j]);
+              k_vals[2 * j] = kf.x;
+              k_vals[2 * j + 1] = kf.y;
+              v_vals[2 * j] = vf.x;
+              v_vals[2 * j + 1] = vf.y;
+            }
+          } else {
+            k_vals[0] = __bfloat162float(kp[0]);
+            v_vals[0] = __bfloat162float(vp[0]);
+          }
         }
       }
-      k_tile[r * row_stride + e] = kv_k;
-      v_tile[r * row_stride + e] = kv_v;
+      for (int64_t j = 0; j < vec; ++j) {
+        k_tile[r * row_stride + e + j] = k_vals[j];
+        v_tile[r * row_stride + e + j] = v_vals[j];
+      }
     }
     __syncthreads();
     const bool valid = base + lane < hi;
