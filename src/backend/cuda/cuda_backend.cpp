@@ -72,6 +72,7 @@ CudaBackend::~CudaBackend() {
     std::lock_guard<std::mutex> lock(allocator_->mutex);
     allocator_->closing = true;  // tensors that outlive the backend free their memory directly
   }
+  matmul_plans_.clear();
   cudaFree(workspace_);
   cublasLtDestroy(lt_);
   cudaStreamDestroy(stream_);

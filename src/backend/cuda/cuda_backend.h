@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -53,7 +54,25 @@ class CudaBackend final : public Backend {
   cudaStream_t stream() const { return stream_; }
 
  private:
-  struct Allocator;  // caching device allocator, shared with the tensors it handed out
+  struct Allocator;   // caching device allocator, shared with the tensors it handed out
+  // cuBLASLt descriptors and algorithm of one matmul shape (cuda_matmul.cpp).
+  struct MatmulPlan {
+    cublasLtMatmulDesc_t op = nullptr;
+    cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+    cublasLtMatmulAlgo_t algo{};
+
+    MatmulPlan() = default;
+    MatmulPlan(const MatmulPlan&) = delete;
+    MatmulPlan& operator=(const MatmulPlan&) = delete;
+    ~MatmulPlan() {
+      if (d) cublasLtMatrixLayoutDestroy(d);
+      if (b) cublasLtMatrixLayoutDestroy(b);
+      if (a) cublasLtMatrixLayoutDestroy(a);
+      if (op) cublasLtMatmulDescDestroy(op);
+    }
+  };
+
+  const MatmulPlan& matmul_plan(int64_t t, int64_t k, int64_t n, cudaDataType_t out_type);
 
   std::shared_ptr<Allocator> allocator_;
   int device_ = 0;
@@ -62,7 +81,8 @@ class CudaBackend final : public Backend {
   cublasLtHandle_t lt_ = nullptr;
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
-  std::map<std::tuple<int64_t, int64_t, int64_t, int>, cublasLtMatmulAlgo_t> algos_;  // by (m, n, k, out dtype)
+  // By (n, t, k, output type); cleared in the destructor before lt_ goes.
+  std::map<std::tuple<int64_t, int64_t, int64_t, int>, std::unique_ptr<MatmulPlan>> matmul_plans_;
 };
 
 }  // namespace tide
