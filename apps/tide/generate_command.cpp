@@ -26,6 +26,7 @@ struct GenerateArgs {
   int64_t block_size = 16;
   int64_t kv_cache_memory = EngineOptions{}.kv_cache_memory;
   int64_t host_kv_cache_memory = 0;
+  double gpu_memory_utilization = EngineOptions{}.gpu_memory_utilization;
   bool no_prefix_caching = false;
   bool ignore_eos = false;
   bool json = false;
@@ -82,6 +83,7 @@ void run_generate(const GenerateArgs& args, const CLI::App& cmd) {
   options.block_size = args.block_size;
   options.kv_cache_memory = args.kv_cache_memory;
   options.host_kv_cache_memory = args.host_kv_cache_memory;
+  options.gpu_memory_utilization = args.gpu_memory_utilization;
   options.enable_prefix_caching = !args.no_prefix_caching;
   Engine engine(args.model, make_backend(args.device), options);
 
@@ -128,13 +130,19 @@ void add_generate_command(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   cmd->add_option("--kv-cache-memory", args->kv_cache_memory,
-                  "Bytes for the KV cache pools (suffixes like 512MiB, 2GB accepted)")
+                  "Bytes for the KV cache pools (suffixes like 512MiB, 2GB accepted); 0: automatic (on a GPU "
+                  "what --gpu-memory-utilization leaves after the weights, on the CPU 256MiB)")
       ->capture_default_str()
       ->transform(CLI::AsSizeValue(false));
   cmd->add_option("--host-kv-cache-memory", args->host_kv_cache_memory,
                   "Bytes of host memory that blocks evicted from the KV cache are kept in (0: none)")
       ->capture_default_str()
       ->transform(CLI::AsSizeValue(false));
+  cmd->add_option("--gpu-memory-utilization", args->gpu_memory_utilization,
+                  "Fraction of the GPU's memory tide may use (weights, activations, KV cache) with an automatic "
+                  "--kv-cache-memory")
+      ->capture_default_str()
+      ->check(CLI::Range(0.01, 1.0));
   cmd->add_flag("--no-prefix-caching", args->no_prefix_caching, "Never reuse KV blocks across prompts");
   cmd->add_option("--device", args->device, "Where to run: cpu, cuda, or auto (cuda when a GPU is present)")->capture_default_str();
   cmd->add_flag("--ignore-eos", args->ignore_eos, "Keep generating after an end-of-sequence token");

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include <span>
@@ -61,6 +62,12 @@ class Backend {
   virtual DType weight_dtype() const = 0;
   // The dtype of activations between ops (hidden states, q/k/v, MLP intermediates).
   virtual DType activation_dtype() const = 0;
+  // Free and total bytes of the device's memory, or nullopt where memory is the host's (CPU).
+  struct MemoryInfo {
+    int64_t free = 0;
+    int64_t total = 0;
+  };
+  virtual std::optional<MemoryInfo> memory_info() const { return std::nullopt; }
 
   // --- ops (out never aliases an input unless the contract says so) ---
 

@@ -72,6 +72,33 @@ class ScopedSequence {
 
 }  // namespace
 
+EngineOptions resolve_kv_budget(EngineOptions options, const Cohere2Model& model) {
+  if (options.kv_cache_memory != 0) return options;
+  if (!(options.gpu_memory_utilization > 0 && options.gpu_memory_utilization <= 1)) {
+    fail("--gpu-memory-utilization must be in (0, 1], got {}", options.gpu_memory_utilization);
+  }
+  const std::optional<Backend::MemoryInfo> memory = model.backend().memory_info();
+  if (!memory) {
+    options.kv_cache_memory = int64_t{256} << 20;
+    return options;
+  }
+  // What one step's activations may take at most: a prefill chunk's hidden states, qkv and MLP intermediates
+  // (counted at 4 bytes), the f32 logits of up to 256 rows, and 1 GiB for kernels' scratch and the library.
+  const ModelConfig& c = model.config();
+  const int64_t reserve = (int64_t{1} << 30) +
+                          options.max_prefill_chunk * (8 * c.hidden_size + c.qkv_size() + 3 * c.intermediate_size) * 4 +
+                          256 * c.vocab_size * 4;
+  const int64_t used = memory->total - memory->free;  // the weights, mostly
+  const auto allowed = static_cast<int64_t>(options.gpu_memory_utilization * static_cast<double>(memory->total));
+  options.kv_cache_memory = allowed - used - reserve;
+  if (options.kv_cache_memory <= 0) {
+    fail("no GPU memory is left for the KV cache: {} of {} bytes are in use after loading the model, "
+         "--gpu-memory-utilization {} allows {}, and activations need about {}",
+         used, memory->total, options.gpu_memory_utilization, allowed, reserve);
+  }
+  return options;
+}
+
 std::vector<PoolSpec> plan_kv_pools(const Cohere2Model& model, const EngineOptions& options) {
   if (options.block_size <= 0) fail("--block-size must be positive, got {}", options.block_size);
   if (options.max_prefill_chunk <= 0) fail("prefill chunk must be positive, got {}", options.max_prefill_chunk);
@@ -96,8 +123,8 @@ Engine::Engine(const std::filesystem::path& model_dir, std::unique_ptr<Backend> 
     : backend_(std::move(backend)),
       model_(Cohere2Model::load(model_dir, *backend_)),
       tokenizer_(Tokenizer::from_dir(model_dir)),
-      options_(options),
-      kv_manager_(options.block_size, plan_kv_pools(model_, options), options.enable_prefix_caching) {
+      options_(resolve_kv_budget(options, model_)),
+      kv_manager_(options.block_size, plan_kv_pools(model_, options_), options.enable_prefix_caching) {
   std::vector<int32_t> num_blocks;
   for (int p = 0; p < kv_manager_.num_pools(); ++p) {
     const PoolSpec& spec = kv_manager_.spec(p);

@@ -22,7 +22,10 @@ namespace tide {
 
 struct EngineOptions {
   int64_t block_size = 16;                       // positions per KV block
-  int64_t kv_cache_memory = int64_t{256} << 20;  // bytes for all device KV pools together
+  // Bytes for all device KV pools together; 0: automatic (on a GPU, gpu_memory_utilization of its memory
+  // minus what is in use after loading the weights and a reserve for activations; on the CPU 256 MiB).
+  int64_t kv_cache_memory = 0;
+  double gpu_memory_utilization = 0.9;
   int64_t host_kv_cache_memory = 0;              // bytes for all host-tier pools together (0: no host tier)
   bool enable_prefix_caching = true;
   int64_t max_prefill_chunk = 512;               // prompt tokens per forward step
@@ -47,6 +50,8 @@ struct KvPoolReport {
   PoolStats stats;
 };
 
+// `options` with an automatic KV budget (kv_cache_memory 0) replaced by bytes for `model`'s backend.
+EngineOptions resolve_kv_budget(EngineOptions options, const Cohere2Model& model);
 // The KV pools (one per layer group) that `options`' byte budgets buy for `model`. Throws tide::Error when
 // a budget is invalid or leaves a pool without a block.
 std::vector<PoolSpec> plan_kv_pools(const Cohere2Model& model, const EngineOptions& options);

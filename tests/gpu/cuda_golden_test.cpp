@@ -88,6 +88,29 @@ TEST_P(CudaGolden, SeedReproductionReuseEqualsNoReuse) {
   }
 }
 
+TEST(CudaEngine, AutomaticKvBudgetFillsTheAllowedGpuMemory) {
+  TIDE_REQUIRE_GPU();
+  for (double utilization : {0.5, 0.9}) {
+    EngineOptions o;  // kv_cache_memory 0: automatic
+    o.gpu_memory_utilization = utilization;
+    Engine engine(fixture("cohere2-tiny"), std::make_unique<CudaBackend>(), o);
+    const std::optional<Backend::MemoryInfo> memory = engine.model().backend().memory_info();
+    ASSERT_TRUE(memory.has_value());
+    int64_t kv_bytes = 0;
+    for (int p = 0; p < engine.kv_cache().num_pools(); ++p) {
+      kv_bytes += int64_t{engine.kv_cache().spec(p).num_blocks} * engine.model().kv_block_bytes(p, 16);
+    }
+    const double allowed = utilization * static_cast<double>(memory->total);
+    std::printf("[ kv       ] utilization %.2f: %.1f GiB of KV blocks (%.1f GiB allowed)\n", utilization,
+                static_cast<double>(kv_bytes) / (1 << 30), allowed / (1 << 30));
+    EXPECT_LE(static_cast<double>(kv_bytes), allowed);
+    EXPECT_GT(static_cast<double>(kv_bytes), allowed - 4.0 * (1 << 30));  // the tiny model leaves almost all of it
+    GenerateOptions g;
+    g.max_tokens = 4;
+    EXPECT_EQ(engine.generate(std::vector<int32_t>{5, 17, 42}, g).ids.size() <= 4, true);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Fixtures, CudaGolden, ::testing::Values("cohere2-tiny", "cohere2-tiny-hd128"));
 
 }  // namespace

@@ -78,6 +78,17 @@ CudaBackend::~CudaBackend() {
   cudaStreamDestroy(stream_);
 }
 
+std::optional<Backend::MemoryInfo> CudaBackend::memory_info() const {
+  size_t free = 0, total = 0;
+  TIDE_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+  size_t cached = 0;
+  {
+    std::lock_guard<std::mutex> lock(allocator_->mutex);
+    for (const auto& [size, list] : allocator_->free_by_size) cached += size * list.size();
+  }
+  return MemoryInfo{static_cast<int64_t>(free + cached), static_cast<int64_t>(total)};
+}
+
 Tensor CudaBackend::alloc(DType dtype, Shape shape) {
   Tensor t;
   t.dtype = dtype;
