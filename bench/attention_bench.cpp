@@ -3,6 +3,7 @@
 //     head_dim per (query, key) pair the mask allows;
 // (b) decode, 32 sequences of 1 token at context 32768, global: GB/s of the K and V the tokens attend, each
 //     read once (the bytes any kernel must read; the kernel may read them more than once).
+#include <algorithm>
 #include <fmt/format.h>
 
 #include <numeric>
@@ -44,7 +45,8 @@ PagedBatch paged_batch(CudaBackend& backend, int64_t num_seqs, int64_t start, in
   pb.batch = AttentionBatch{backend.upload(positions.data(), DType::kI32, Shape{num_tokens}),
                             backend.upload(starts.data(), DType::kI32, Shape{num_seqs + 1}),
                             backend.upload(tables.data(), DType::kI32, Shape{num_seqs, blocks_per_seq}),
-                            backend.upload(slots.data(), DType::kI64, Shape{num_tokens}), kBlockSize};
+                            backend.upload(slots.data(), DType::kI64, Shape{num_tokens}), kBlockSize,
+                            *std::max_element(positions.begin(), positions.end())};
   return pb;
 }
 

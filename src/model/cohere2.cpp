@@ -1,5 +1,7 @@
 #include "model/cohere2.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "model/checkpoint.h"
 
@@ -53,7 +55,8 @@ BatchMetadata build_metadata(const ForwardBatch& batch, const ModelConfig& confi
     m.groups.push_back(AttentionBatch{
         positions_t, starts_t,
         backend.upload(tables.data(), DType::kI32, Shape{num_seqs, static_cast<int64_t>(max_blocks)}),
-        backend.upload(slots.data(), DType::kI64, Shape{num_tokens}), block_size});
+        backend.upload(slots.data(), DType::kI64, Shape{num_tokens}), block_size,
+        positions.empty() ? 0 : *std::max_element(positions.begin(), positions.end())});
   }
   return m;
 }

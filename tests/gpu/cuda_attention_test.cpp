@@ -85,8 +85,9 @@ void run_case(const Case& c, uint32_t seed) {
   const auto st = test::both_i32(cpu, gpu, starts, Shape{static_cast<int64_t>(starts.size())});
   const auto tb = test::both_i32(cpu, gpu, tables, Shape{static_cast<int64_t>(c.seqs.size()), max_blocks});
   const auto unused_slots = test::both_i64(cpu, gpu, std::vector<int64_t>(static_cast<size_t>(n_new), 0), Shape{n_new});
-  const AttentionBatch batch_c{pos.cpu, st.cpu, tb.cpu, unused_slots.cpu, c.block_size};
-  const AttentionBatch batch_g{pos.gpu, st.gpu, tb.gpu, unused_slots.gpu, c.block_size};
+  const int64_t max_position = *std::max_element(positions.begin(), positions.end());
+  const AttentionBatch batch_c{pos.cpu, st.cpu, tb.cpu, unused_slots.cpu, c.block_size, max_position};
+  const AttentionBatch batch_g{pos.gpu, st.gpu, tb.gpu, unused_slots.gpu, c.block_size, max_position};
   Tensor out_c = cpu.alloc(DType::kF32, Shape{n_new, hq * d}), out_g = gpu.alloc(DType::kBF16, Shape{n_new, hq * d});
   cpu.attention(out_c, qkv.cpu, kv_c, layer, batch_c, c.shape, c.window);
   gpu.attention(out_g, qkv.gpu, kv_g, layer, batch_g, c.shape, c.window);

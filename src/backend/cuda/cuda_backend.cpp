@@ -236,7 +236,8 @@ void CudaBackend::attention(Tensor out, const Tensor& qkv, const KvStorage& kv, 
   p.num_blocks = kv.data.dim(0);
   p.window = window;
   p.scale = 1.0f / std::sqrt(static_cast<float>(shape.head_dim));
-  const int splits = cuda::paged_attention_splits(p.num_tokens, p.num_heads_kv, num_sms_);
+  const int64_t max_keys = window == 0 ? batch.max_position + 1 : std::min(window, batch.max_position + 1);
+  const int splits = cuda::paged_attention_splits(p.num_tokens, p.num_heads_kv, max_keys, num_sms_);
   const int64_t slots = p.num_tokens * p.num_heads * splits;
   const Tensor part_out = alloc(DType::kF32, Shape{slots, shape.head_dim});
   const Tensor part_ml = alloc(DType::kF32, Shape{slots, 2});

@@ -51,8 +51,9 @@ struct PagedAttentionParams {
 };
 // Whether the attention kernel handles this head_dim and number of query heads per KV head.
 bool paged_attention_supports(int64_t head_dim, int64_t group);
-// How many splits of the keys a launch uses for this batch on a GPU with `num_sms` multiprocessors.
-int paged_attention_splits(int64_t num_tokens, int64_t num_heads_kv, int num_sms);
+// How many splits of the keys a launch uses for this batch on a GPU with `num_sms` multiprocessors, when a
+// token attends to at most `max_keys` keys.
+int paged_attention_splits(int64_t num_tokens, int64_t num_heads_kv, int64_t max_keys, int num_sms);
 // part_out: [T, Hq, splits, D] f32 and part_ml: [T, Hq, splits, 2] f32 scratch.
 void launch_paged_attention(const PagedAttentionParams& p, float* part_out, float* part_ml, int num_splits,
                             cudaStream_t stream);
