@@ -46,7 +46,7 @@ PagedBatch paged_batch(CudaBackend& backend, int64_t num_seqs, int64_t start, in
                             backend.upload(starts.data(), DType::kI32, Shape{num_seqs + 1}),
                             backend.upload(tables.data(), DType::kI32, Shape{num_seqs, blocks_per_seq}),
                             backend.upload(slots.data(), DType::kI64, Shape{num_tokens}), kBlockSize,
-                            *std::max_element(positions.begin(), positions.end())};
+                            *std::max_element(positions.begin(), positions.end()), len};
   return pb;
 }
 

@@ -30,7 +30,8 @@ struct AttentionBatch {
   Tensor block_tables;   // [S, max_blocks] i32: physical block of logical block i, or kNullBlock
   Tensor slot_mapping;   // [T] i64: block * block_size + offset where the token's K/V are stored
   int64_t block_size = 0;
-  int64_t max_position = 0;  // host copy of the largest position in `positions` (sizes kernel launches)
+  int64_t max_position = 0;    // host copy of the largest position in `positions` (sizes kernel launches)
+  int64_t max_seq_tokens = 0;  // host copy of the most new tokens of one sequence (1: decode only)
 };
 
 // KV storage of one layer group: [num_blocks, num_layers_in_group, 2 (K, V), block_size, num_heads_kv, D].

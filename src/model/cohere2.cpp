@@ -20,9 +20,11 @@ BatchMetadata build_metadata(const ForwardBatch& batch, const ModelConfig& confi
   const int64_t num_tokens = static_cast<int64_t>(batch.token_ids.size());
   const int64_t num_seqs = static_cast<int64_t>(batch.seqs.size());
   std::vector<int32_t> positions, seq_starts{0};
+  int64_t max_seq_tokens = 0;
   for (const ForwardSequence& s : batch.seqs) {
     TIDE_CHECK(s.num_tokens > 0 && s.start_pos >= 0 && s.block_tables.size() == config.groups.size());
     for (int64_t i = 0; i < s.num_tokens; ++i) positions.push_back(static_cast<int32_t>(s.start_pos + i));
+    max_seq_tokens = std::max(max_seq_tokens, s.num_tokens);
     seq_starts.push_back(static_cast<int32_t>(positions.size()));
   }
   TIDE_CHECK(static_cast<int64_t>(positions.size()) == num_tokens);
@@ -56,7 +58,7 @@ BatchMetadata build_metadata(const ForwardBatch& batch, const ModelConfig& confi
         positions_t, starts_t,
         backend.upload(tables.data(), DType::kI32, Shape{num_seqs, static_cast<int64_t>(max_blocks)}),
         backend.upload(slots.data(), DType::kI64, Shape{num_tokens}), block_size,
-        positions.empty() ? 0 : *std::max_element(positions.begin(), positions.end())});
+        positions.empty() ? 0 : *std::max_element(positions.begin(), positions.end()), max_seq_tokens});
   }
   return m;
 }

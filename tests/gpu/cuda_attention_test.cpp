@@ -86,8 +86,10 @@ void run_case(const Case& c, uint32_t seed) {
   const auto tb = test::both_i32(cpu, gpu, tables, Shape{static_cast<int64_t>(c.seqs.size()), max_blocks});
   const auto unused_slots = test::both_i64(cpu, gpu, std::vector<int64_t>(static_cast<size_t>(n_new), 0), Shape{n_new});
   const int64_t max_position = *std::max_element(positions.begin(), positions.end());
-  const AttentionBatch batch_c{pos.cpu, st.cpu, tb.cpu, unused_slots.cpu, c.block_size, max_position};
-  const AttentionBatch batch_g{pos.gpu, st.gpu, tb.gpu, unused_slots.gpu, c.block_size, max_position};
+  int64_t max_seq_tokens = 0;
+  for (const SeqSpec& s : c.seqs) max_seq_tokens = std::max(max_seq_tokens, s.num_tokens);
+  const AttentionBatch batch_c{pos.cpu, st.cpu, tb.cpu, unused_slots.cpu, c.block_size, max_position, max_seq_tokens};
+  const AttentionBatch batch_g{pos.gpu, st.gpu, tb.gpu, unused_slots.gpu, c.block_size, max_position, max_seq_tokens};
   Tensor out_c = cpu.alloc(DType::kF32, Shape{n_new, hq * d}), out_g = gpu.alloc(DType::kBF16, Shape{n_new, hq * d});
   cpu.attention(out_c, qkv.cpu, kv_c, layer, batch_c, c.shape, c.window);
   gpu.attention(out_g, qkv.gpu, kv_g, layer, batch_g, c.shape, c.window);
@@ -104,6 +106,16 @@ TEST(CudaAttention, MixedBatchGlobalGqa) {
 TEST(CudaAttention, SlidingWindowQueriesStraddleTheWindowStart) {
   TIDE_REQUIRE_GPU();
   run_case({{{0, 70}, {90, 1}, {45, 30}, {31, 1}}, 16, 32, {8, 2, 128}}, 2);
+}
+
+TEST(CudaAttention, ChunkedPrefillOverManyRowTilesWithAWindow) {
+  TIDE_REQUIRE_GPU();
+  run_case({{{0, 200}, {300, 130}, {77, 1}}, 16, 100, {8, 2, 128}}, 6);
+}
+
+TEST(CudaAttention, ChunkedPrefillGlobalHeadDim32) {
+  TIDE_REQUIRE_GPU();
+  run_case({{{0, 70}, {40, 33}}, 16, 0, {4, 2, 32}}, 7);
 }
 
 TEST(CudaAttention, WindowSmallerThanABlock) {

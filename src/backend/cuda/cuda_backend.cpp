@@ -236,6 +236,11 @@ void CudaBackend::attention(Tensor out, const Tensor& qkv, const KvStorage& kv, 
   p.num_blocks = kv.data.dim(0);
   p.window = window;
   p.scale = 1.0f / std::sqrt(static_cast<float>(shape.head_dim));
+  // Batches with prefill chunks go to the tensor-core kernel; decode-only batches to the split-KV kernel.
+  if (batch.max_seq_tokens >= 16 && cuda::flash_attention_supports(shape.head_dim)) {
+    cuda::launch_flash_attention(p, batch.max_seq_tokens, stream_);
+    return;
+  }
   const int64_t max_keys = window == 0 ? batch.max_position + 1 : std::min(window, batch.max_position + 1);
   const int splits = cuda::paged_attention_splits(p.num_tokens, p.num_heads_kv, max_keys, num_sms_);
   const int64_t slots = p.num_tokens * p.num_heads * splits;

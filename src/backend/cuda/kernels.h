@@ -49,6 +49,11 @@ struct PagedAttentionParams {
   int64_t window;              // 0: global
   float scale;
 };
+// Tensor-core attention for batches with prefill chunks (flash_attention.cu): whether it handles head_dim,
+// and the launch; max_seq_tokens is the most new tokens any sequence has in the batch (host value).
+bool flash_attention_supports(int64_t head_dim);
+void launch_flash_attention(const PagedAttentionParams& p, int64_t max_seq_tokens, cudaStream_t stream);
+
 // Whether the attention kernel handles this head_dim and number of query heads per KV head.
 bool paged_attention_supports(int64_t head_dim, int64_t group);
 // How many splits of the keys a launch uses for this batch on a GPU with `num_sms` multiprocessors, when a
