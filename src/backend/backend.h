@@ -41,6 +41,17 @@ struct KvStorage {
   int64_t block_size = 0;
 };
 
+// Bytes of one block of `kv` (K and V of all its layers for block_size positions).
+inline size_t kv_block_bytes(const KvStorage& kv) {
+  return kv.data.dim(0) == 0 ? 0 : kv.data.nbytes() / static_cast<size_t>(kv.data.dim(0));
+}
+
+// Whether `copy` addresses a block of `kv` and a slot of `host` ([slots, block bytes]).
+inline bool valid_block_copy(const KvStorage& kv, const Tensor& host, const BlockCopy& copy) {
+  return copy.device_block >= 0 && copy.device_block < kv.data.dim(0) && copy.host_block >= 0 &&
+         copy.host_block < host.dim(0) && static_cast<size_t>(host.dim(1)) == kv_block_bytes(kv);
+}
+
 class Backend {
  public:
   virtual ~Backend() = default;

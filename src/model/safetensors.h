@@ -1,7 +1,7 @@
 // Safetensors files: a validating, memory-mapped reader (SafetensorsFile) and a small writer
 // (write_safetensors). Files are untrusted input: every malformed file is rejected with a tide::Error that
 // names the file (and the tensor, where one is involved) before any tensor byte is handed out.
-// Non-goals: dtypes tide does not know (BOOL, U8, F64, ...), big-endian hosts, files that change while mapped
+// Non-goals: dtypes tide does not know (BOOL, I8, F64, ...), big-endian hosts, files that change while mapped
 // (a file truncated by another process after opening can still raise SIGBUS: that is the OS, not the format).
 // Multi-file (sharded) checkpoints live in model/checkpoint.h.
 #pragma once

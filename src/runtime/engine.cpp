@@ -202,10 +202,7 @@ GenerateResult Engine::generate(std::span<const int32_t> prompt, const GenerateO
 
   Sampler sampler(options.sampling);
   ScopedSequence seq(kv_manager_);
-  result.cached_tokens = kv_manager_.admit(seq.get(), prompt);
-  run_block_copies();
-  const auto rest = prompt.subspan(static_cast<size_t>(result.cached_tokens));
-  std::vector<float> logits = extend(seq.get(), rest, [&](size_t i) { return i == rest.size() - 1; }).back();
+  std::vector<float> logits = prefill(seq.get(), prompt, result.cached_tokens);
   while (true) {
     const int32_t next = sampler.sample(logits);
     result.ids.push_back(next);
@@ -226,10 +223,15 @@ std::vector<std::vector<float>> Engine::prompt_logits(std::span<const int32_t> p
   check_prompt(prompt, 0);
   ScopedSequence seq(kv_manager_);
   if (all_positions) return extend(seq.get(), prompt, [](size_t) { return true; });
-  const int64_t cached = kv_manager_.admit(seq.get(), prompt);
-  run_block_copies();
-  const auto rest = prompt.subspan(static_cast<size_t>(cached));
-  return extend(seq.get(), rest, [&](size_t i) { return i == rest.size() - 1; });
+  int64_t cached_tokens = 0;
+  return {prefill(seq.get(), prompt, cached_tokens)};
+}
+
+std::vector<float> Engine::prefill(SequenceKv& seq, std::span<const int32_t> prompt, int64_t& cached_tokens) {
+  cached_tokens = kv_manager_.admit(seq, prompt);
+  run_block_copies();  // copies back from the host tier land before the first step reads them
+  const auto rest = prompt.subspan(static_cast<size_t>(cached_tokens));
+  return extend(seq, rest, [&](size_t i) { return i == rest.size() - 1; }).back();
 }
 
 void Engine::run_block_copies() {

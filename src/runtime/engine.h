@@ -83,6 +83,9 @@ class Engine {
   // the logits of the tokens selected by `want_logits(index in tokens)`, in order.
   std::vector<std::vector<float>> extend(SequenceKv& seq, std::span<const int32_t> tokens,
                                          const std::function<bool(size_t)>& want_logits);
+  // Starts `seq` on `prompt`, reusing the cached prefix (its length goes to `cached_tokens`) and computing
+  // the rest; returns the last position's logits.
+  std::vector<float> prefill(SequenceKv& seq, std::span<const int32_t> prompt, int64_t& cached_tokens);
   // Executes the block copies (evictions to the host tier, copies back) the KV manager asked for.
   void run_block_copies();
   void check_prompt(std::span<const int32_t> prompt, int64_t max_new_tokens) const;

@@ -43,13 +43,11 @@ void CpuBackend::store_kv(KvStorage& kv, int64_t layer, const Tensor& qkv, const
 }
 
 void CpuBackend::copy_blocks(KvStorage& device, Tensor& host, std::span<const BlockCopy> copies) {
-  const size_t block_bytes = device.data.nbytes() / static_cast<size_t>(std::max<int64_t>(1, num_blocks_of(device)));
-  TIDE_CHECK(host.numel() == 0 || static_cast<size_t>(host.dim(1)) == block_bytes);
+  const size_t block_bytes = kv_block_bytes(device);
   auto* dev = static_cast<unsigned char*>(device.data.data);
   auto* hst = static_cast<unsigned char*>(host.data);
   for (const BlockCopy& c : copies) {
-    TIDE_CHECK(c.device_block >= 0 && c.device_block < num_blocks_of(device) && c.host_block >= 0 &&
-               c.host_block < host.dim(0));
+    TIDE_CHECK(valid_block_copy(device, host, c));
     unsigned char* d = dev + static_cast<size_t>(c.device_block) * block_bytes;
     unsigned char* h = hst + static_cast<size_t>(c.host_block) * block_bytes;
     if (c.direction == BlockCopy::Direction::kToHost) {

@@ -1,5 +1,5 @@
-// Memory-bound CUDA kernels of the backend: embedding and row gathers, RoPE, the KV store, SiLU-multiply,
-// add and dtype conversion. Straightforward one-pass kernels; fusion (RoPE + KV store, add + norm) comes
+// Memory-bound CUDA kernels of the backend: embedding and row gathers, RoPE, the KV store, SiLU-multiply
+// and add. Straightforward one-pass kernels; fusion (RoPE + KV store, add + norm) comes
 // with the performance work.
 #include "backend/cuda/kernels.h"
 
@@ -60,11 +60,6 @@ __global__ void add_kernel(bf16* out, const bf16* a, const bf16* b, int64_t n) {
   if (i < n) out[i] = __float2bfloat16(__bfloat162float(a[i]) + __bfloat162float(b[i]));
 }
 
-__global__ void f32_to_bf16_kernel(bf16* out, const float* in, int64_t n) {
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < n) out[i] = __float2bfloat16(in[i]);
-}
-
 }  // namespace
 
 void launch_embedding(bf16* out, const bf16* table, const int32_t* ids, int64_t num_tokens, int64_t hidden,
@@ -101,10 +96,6 @@ void launch_silu_mul(bf16* out, const bf16* gate_up, int64_t num_tokens, int64_t
 
 void launch_add(bf16* out, const bf16* a, const bf16* b, int64_t n, cudaStream_t stream) {
   if (n > 0) add_kernel<<<blocks_for(n), kThreads, 0, stream>>>(out, a, b, n);
-}
-
-void launch_f32_to_bf16(bf16* out, const float* in, int64_t n, cudaStream_t stream) {
-  if (n > 0) f32_to_bf16_kernel<<<blocks_for(n), kThreads, 0, stream>>>(out, in, n);
 }
 
 }  // namespace tide::cuda

@@ -33,8 +33,6 @@ void launch_store_kv(bf16* cache, const bf16* qkv, const int64_t* slot_mapping, 
 void launch_silu_mul(bf16* out, const bf16* gate_up, int64_t num_tokens, int64_t inter, cudaStream_t stream);
 // out = a + b over n elements.
 void launch_add(bf16* out, const bf16* a, const bf16* b, int64_t n, cudaStream_t stream);
-// f32 -> bf16 and back, n elements.
-void launch_f32_to_bf16(bf16* out, const float* in, int64_t n, cudaStream_t stream);
 
 struct PagedAttentionParams {
   bf16* out;                   // [T, Hq * D]
