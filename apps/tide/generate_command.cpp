@@ -28,6 +28,7 @@ struct GenerateArgs {
   int64_t host_kv_cache_memory = 0;
   double gpu_memory_utilization = EngineOptions{}.gpu_memory_utilization;
   bool no_prefix_caching = false;
+  bool enforce_eager = false;
   bool ignore_eos = false;
   bool json = false;
 };
@@ -85,6 +86,7 @@ void run_generate(const GenerateArgs& args, const CLI::App& cmd) {
   options.host_kv_cache_memory = args.host_kv_cache_memory;
   options.gpu_memory_utilization = args.gpu_memory_utilization;
   options.enable_prefix_caching = !args.no_prefix_caching;
+  options.enforce_eager = args.enforce_eager;
   Engine engine(args.model, make_backend(args.device), options);
 
   GenerateOptions gen;
@@ -144,6 +146,8 @@ void add_generate_command(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::Range(0.01, 1.0));
   cmd->add_flag("--no-prefix-caching", args->no_prefix_caching, "Never reuse KV blocks across prompts");
+  cmd->add_flag("--enforce-eager", args->enforce_eager,
+                "Run every decode step op by op instead of replaying recorded CUDA graphs");
   cmd->add_option("--device", args->device, "Where to run: cpu, cuda, or auto (cuda when a GPU is present)")->capture_default_str();
   cmd->add_flag("--ignore-eos", args->ignore_eos, "Keep generating after an end-of-sequence token");
   cmd->add_flag("--json", args->json,

@@ -7,10 +7,11 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <optional>
-#include <string>
-
 #include <span>
+#include <string>
 
 #include "core/kv_block.h"
 #include "core/tensor.h"
@@ -69,6 +70,10 @@ class Backend {
   virtual Tensor upload_as(const void* host, DType host_dtype, Shape shape, DType dtype) = 0;
   // The same without conversion.
   Tensor upload(const void* host, DType dtype, Shape shape) { return upload_as(host, dtype, shape, dtype); }
+  // Copies t.nbytes() bytes from `host` into the existing backend tensor `t`, queued after the ops before
+  // it and before those after it; `host` may be reused as soon as the call returns. Never synchronizes the
+  // device, so it may feed a graph's inputs between replays.
+  virtual void upload_into(Tensor t, const void* host) = 0;
   // Copies a backend tensor into host memory (`host` holds t.nbytes()).
   virtual void download(const Tensor& t, void* host) = 0;
   // The dtype weights (and the KV cache) are stored in after upload().
@@ -96,9 +101,16 @@ class Backend {
   // (x[2j], x[2j+1]) of a token at position p turns by angle = f32(p) * inv_freq[j], computed in f32.
   // qkv: [T, num_heads_total * D], positions: [T] i32, inv_freq: [D / 2] f32.
   virtual void rope(Tensor qkv, const Tensor& positions, const Tensor& inv_freq, int64_t num_rope_heads) = 0;
-  // Writes the k and v heads of each qkv row into layer `layer` of `kv` at slot_mapping[t].
+  // Writes the k and v heads of each qkv row into layer `layer` of `kv` at slot_mapping[t]. A negative slot
+  // marks a padding token: nothing is stored for it.
   virtual void store_kv(KvStorage& kv, int64_t layer, const Tensor& qkv, const Tensor& slot_mapping,
                         const AttentionShape& shape) = 0;
+  // rope() on the q and k heads of qkv, then store_kv(): one pass over the rows where the backend fuses them.
+  virtual void rope_store_kv(KvStorage& kv, int64_t layer, Tensor qkv, const Tensor& positions,
+                             const Tensor& inv_freq, const Tensor& slot_mapping, const AttentionShape& shape) {
+    rope(qkv, positions, inv_freq, shape.num_heads + shape.num_heads_kv);
+    store_kv(kv, layer, qkv, slot_mapping, shape);
+  }
   // Causal attention of each token's q heads over keys [max(0, p - window + 1), p] of its sequence
   // (window = kGlobalWindow: [0, p]), read from `kv` through the block tables; keys of the current batch
   // must already be stored. GQA: q head h reads kv head h / (num_heads / num_heads_kv). Scale D^-0.5.
@@ -116,6 +128,25 @@ class Backend {
   // host memory), in the order given: an eviction to the host must land before a later copy reuses the
   // device block or the host slot.
   virtual void copy_blocks(KvStorage& device, Tensor& host, std::span<const BlockCopy> copies) = 0;
+
+  // --- graphs ---
+
+  // Ops recorded once and queued again by replay(), on the same tensors (whose contents may change between
+  // replays: upload_into() feeds new inputs).
+  class Graph {
+   public:
+    virtual ~Graph() = default;
+    virtual void replay() = 0;
+  };
+  // Records the ops that `body` queues, without running them, into a Graph; or returns null without calling
+  // `body` where the backend does not record (the CPU). While recording, tensors come from a pool kept for
+  // graphs: those that `body` keeps (captures by reference and holds afterwards) stay valid for every replay;
+  // those it drops may be reused by other recordings, since graphs never run at the same time. `body` must
+  // not upload, download or synchronize.
+  virtual std::unique_ptr<Graph> capture(const std::function<void()>& body) {
+    (void)body;
+    return nullptr;
+  }
 };
 
 }  // namespace tide

@@ -1,6 +1,9 @@
 #include "model/cohere2.h"
 
 #include <algorithm>
+#include <bit>
+#include <map>
+#include <numeric>
 
 #include "core/error.h"
 #include "model/checkpoint.h"
@@ -8,68 +11,143 @@
 namespace tide {
 namespace {
 
-// Host-side metadata of one forward, uploaded once and shared by all layers of a group.
-struct BatchMetadata {
+// Decode batches up to this many sequences are replayed from graphs (padded to a power of two).
+constexpr int64_t kMaxGraphBatch = 256;
+// Smallest position bucket of a graph: contexts are rounded up to a power of two at least this large, so a
+// sequence passes through few buckets (a new bucket costs one recording).
+constexpr int64_t kMinGraphPositions = 256;
+
+// One step's metadata on the host: what build_metadata() uploads.
+struct HostMetadata {
+  std::vector<int32_t> token_ids;                 // [T]
+  std::vector<int32_t> logit_rows;                // [R]
+  std::vector<int32_t> positions;                 // [T]
+  std::vector<int32_t> seq_starts{0};             // [S + 1]
+  std::vector<std::vector<int32_t>> tables;       // per group: [S, table_width]
+  std::vector<std::vector<int64_t>> slots;        // per group: [T]
+  int64_t table_width = 1;
+  int64_t max_position = 0;
+  int64_t max_seq_tokens = 0;
+};
+
+// Checks `batch` and lays out its metadata. `table_width` 0: the longest table in the batch.
+HostMetadata host_metadata(const ForwardBatch& batch, const ModelConfig& config, int64_t block_size,
+                           int64_t table_width) {
+  const int64_t num_tokens = static_cast<int64_t>(batch.token_ids.size());
+  HostMetadata m;
+  m.token_ids = batch.token_ids;
+  m.logit_rows = batch.logit_indices;
+  for (const ForwardSequence& s : batch.seqs) {
+    TIDE_CHECK(s.num_tokens > 0 && s.start_pos >= 0 && s.block_tables.size() == config.groups.size());
+    for (int64_t i = 0; i < s.num_tokens; ++i) m.positions.push_back(static_cast<int32_t>(s.start_pos + i));
+    m.max_seq_tokens = std::max(m.max_seq_tokens, s.num_tokens);
+    m.seq_starts.push_back(static_cast<int32_t>(m.positions.size()));
+    if (table_width == 0) {
+      for (const auto& table : s.block_tables) m.table_width = std::max<int64_t>(m.table_width, std::ssize(table));
+    }
+  }
+  if (table_width != 0) m.table_width = table_width;
+  TIDE_CHECK(static_cast<int64_t>(m.positions.size()) == num_tokens);
+  for (int32_t idx : batch.logit_indices) TIDE_CHECK(idx >= 0 && idx < num_tokens);
+  for (int32_t id : batch.token_ids) {
+    if (id < 0 || id >= config.vocab_size) fail("token id {} is out of range for a vocabulary of {}", id, config.vocab_size);
+  }
+  m.max_position = m.positions.empty() ? 0 : *std::max_element(m.positions.begin(), m.positions.end());
+
+  const size_t width = static_cast<size_t>(m.table_width);
+  for (size_t g = 0; g < config.groups.size(); ++g) {
+    std::vector<int32_t>& tables = m.tables.emplace_back(batch.seqs.size() * width, kNullBlock);
+    std::vector<int64_t>& slots = m.slots.emplace_back();
+    for (size_t s = 0; s < batch.seqs.size(); ++s) {
+      const ForwardSequence& seq = batch.seqs[s];
+      const auto table = seq.block_tables[g];
+      // Entries past `width` cover positions no token of the batch reaches.
+      std::copy_n(table.begin(), std::min(table.size(), width), tables.begin() + static_cast<std::ptrdiff_t>(s * width));
+      for (int64_t pos = seq.start_pos; pos < seq.start_pos + seq.num_tokens; ++pos) {
+        const size_t logical = static_cast<size_t>(pos / block_size);
+        TIDE_CHECK(logical < std::min(table.size(), width) && table[logical] != kNullBlock);
+        slots.push_back(int64_t{table[logical]} * block_size + pos % block_size);
+      }
+    }
+  }
+  return m;
+}
+
+// Pads a decode batch's metadata to `num_tokens` sequences of one token: token 0 at position 0, a null
+// block table and slot -1 (nothing stored, nothing read). Every row gets logits.
+void pad_decode(HostMetadata& m, int64_t num_tokens) {
+  const size_t n = static_cast<size_t>(num_tokens);
+  m.token_ids.resize(n, 0);
+  m.positions.resize(n, 0);
+  while (m.seq_starts.size() < n + 1) m.seq_starts.push_back(static_cast<int32_t>(m.seq_starts.size()));
+  for (auto& tables : m.tables) tables.resize(n * static_cast<size_t>(m.table_width), kNullBlock);
+  for (auto& slots : m.slots) slots.resize(n, -1);
+  m.logit_rows.resize(n);
+  std::iota(m.logit_rows.begin(), m.logit_rows.end(), 0);
+}
+
+}  // namespace
+
+// Device copies of one step's metadata, shared by all layers of a group.
+struct StepMetadata {
   Tensor token_ids;                     // [T] i32
   Tensor logit_rows;                    // [R] i32
   std::vector<AttentionBatch> groups;   // one per layer group
 };
 
-BatchMetadata build_metadata(const ForwardBatch& batch, const ModelConfig& config, int64_t block_size,
-                             Backend& backend) {
-  const int64_t num_tokens = static_cast<int64_t>(batch.token_ids.size());
-  const int64_t num_seqs = static_cast<int64_t>(batch.seqs.size());
-  std::vector<int32_t> positions, seq_starts{0};
-  int64_t max_seq_tokens = 0;
-  for (const ForwardSequence& s : batch.seqs) {
-    TIDE_CHECK(s.num_tokens > 0 && s.start_pos >= 0 && s.block_tables.size() == config.groups.size());
-    for (int64_t i = 0; i < s.num_tokens; ++i) positions.push_back(static_cast<int32_t>(s.start_pos + i));
-    max_seq_tokens = std::max(max_seq_tokens, s.num_tokens);
-    seq_starts.push_back(static_cast<int32_t>(positions.size()));
-  }
-  TIDE_CHECK(static_cast<int64_t>(positions.size()) == num_tokens);
-  for (int32_t idx : batch.logit_indices) TIDE_CHECK(idx >= 0 && idx < num_tokens);
-  for (int32_t id : batch.token_ids) {
-    if (id < 0 || id >= config.vocab_size) fail("token id {} is out of range for a vocabulary of {}", id, config.vocab_size);
-  }
+// Recorded decode steps, by (padded batch size, position bucket).
+struct DecodeGraphs {
+  struct Entry {
+    StepMetadata meta;
+    std::unique_ptr<Backend::Graph> graph;
+  };
+  std::map<std::pair<int64_t, int64_t>, Entry> entries;
+  bool unsupported = false;  // the backend does not record (the CPU)
+  Tensor logits;  // [kMaxGraphBatch, vocab] f32: every graph writes its logits here
+};
 
-  BatchMetadata m;
-  m.token_ids = backend.upload(batch.token_ids.data(), DType::kI32, Shape{num_tokens});
-  m.logit_rows = backend.upload(batch.logit_indices.data(), DType::kI32,
-                                Shape{static_cast<int64_t>(batch.logit_indices.size())});
-  const Tensor positions_t = backend.upload(positions.data(), DType::kI32, Shape{num_tokens});
-  const Tensor starts_t = backend.upload(seq_starts.data(), DType::kI32, Shape{num_seqs + 1});
+namespace {
 
-  for (size_t g = 0; g < config.groups.size(); ++g) {
-    size_t max_blocks = 1;
-    for (const ForwardSequence& s : batch.seqs) max_blocks = std::max(max_blocks, s.block_tables[g].size());
-    std::vector<int32_t> tables(static_cast<size_t>(num_seqs) * max_blocks, kNullBlock);
-    std::vector<int64_t> slots;
-    for (size_t s = 0; s < batch.seqs.size(); ++s) {
-      const ForwardSequence& seq = batch.seqs[s];
-      std::copy(seq.block_tables[g].begin(), seq.block_tables[g].end(), tables.begin() + s * max_blocks);
-      for (int64_t pos = seq.start_pos; pos < seq.start_pos + seq.num_tokens; ++pos) {
-        const size_t logical = static_cast<size_t>(pos / block_size);
-        TIDE_CHECK(logical < seq.block_tables[g].size() && seq.block_tables[g][logical] != kNullBlock);
-        slots.push_back(int64_t{seq.block_tables[g][logical]} * block_size + pos % block_size);
-      }
-    }
-    m.groups.push_back(AttentionBatch{
-        positions_t, starts_t,
-        backend.upload(tables.data(), DType::kI32, Shape{num_seqs, static_cast<int64_t>(max_blocks)}),
-        backend.upload(slots.data(), DType::kI64, Shape{num_tokens}), block_size,
-        positions.empty() ? 0 : *std::max_element(positions.begin(), positions.end()), max_seq_tokens});
+// Uploads `m` into new tensors.
+StepMetadata upload_metadata(const HostMetadata& m, Backend& b, int64_t block_size) {
+  const auto num_tokens = std::ssize(m.token_ids), num_seqs = std::ssize(m.seq_starts) - 1;
+  StepMetadata meta;
+  meta.token_ids = b.upload(m.token_ids.data(), DType::kI32, Shape{num_tokens});
+  meta.logit_rows = b.upload(m.logit_rows.data(), DType::kI32, Shape{std::ssize(m.logit_rows)});
+  const Tensor positions = b.upload(m.positions.data(), DType::kI32, Shape{num_tokens});
+  const Tensor starts = b.upload(m.seq_starts.data(), DType::kI32, Shape{num_seqs + 1});
+  for (size_t g = 0; g < m.tables.size(); ++g) {
+    meta.groups.push_back(AttentionBatch{positions, starts,
+                                         b.upload(m.tables[g].data(), DType::kI32, Shape{num_seqs, m.table_width}),
+                                         b.upload(m.slots[g].data(), DType::kI64, Shape{num_tokens}), block_size,
+                                         m.max_position, m.max_seq_tokens});
   }
-  return m;
+  return meta;
+}
+
+// Copies `m` (same sizes) into `meta`'s tensors without synchronizing: a graph's inputs between replays.
+void update_metadata(const StepMetadata& meta, const HostMetadata& m, Backend& b) {
+  b.upload_into(meta.token_ids, m.token_ids.data());
+  b.upload_into(meta.logit_rows, m.logit_rows.data());
+  b.upload_into(meta.groups.front().positions, m.positions.data());
+  b.upload_into(meta.groups.front().seq_starts, m.seq_starts.data());
+  for (size_t g = 0; g < meta.groups.size(); ++g) {
+    b.upload_into(meta.groups[g].block_tables, m.tables[g].data());
+    b.upload_into(meta.groups[g].slot_mapping, m.slots[g].data());
+  }
 }
 
 }  // namespace
 
 Cohere2Model::Cohere2Model(ModelConfig config, Cohere2Weights weights, Backend& backend)
-    : config_(std::move(config)), weights_(std::move(weights)), backend_(&backend) {
+    : config_(std::move(config)), weights_(std::move(weights)), backend_(&backend),
+      graphs_(std::make_unique<DecodeGraphs>()) {
   const std::vector<float> inv_freq = config_.rope_inv_freq();
   rope_inv_freq_ = backend.upload(inv_freq.data(), DType::kF32, Shape{static_cast<int64_t>(inv_freq.size())});
 }
+
+Cohere2Model::~Cohere2Model() = default;
+Cohere2Model::Cohere2Model(Cohere2Model&&) noexcept = default;
 
 Cohere2Model Cohere2Model::load(const std::filesystem::path& dir, Backend& backend) {
   ModelConfig config = ModelConfig::from_dir(dir);
@@ -97,10 +175,61 @@ std::vector<KvStorage> Cohere2Model::allocate_kv(int64_t block_size, const std::
 
 Tensor Cohere2Model::forward(const ForwardBatch& batch, std::vector<KvStorage>& kv) const {
   TIDE_CHECK(kv.size() == config_.groups.size());
+  const int64_t block_size = kv.front().block_size;
+  const auto num_tokens = std::ssize(batch.token_ids);
+  const bool decode_only = std::ssize(batch.seqs) == num_tokens;
+  bool all_rows = std::ssize(batch.logit_indices) == num_tokens;
+  for (int64_t i = 0; all_rows && i < num_tokens; ++i) all_rows = batch.logit_indices[static_cast<size_t>(i)] == i;
+  if (graphs_enabled_ && !graphs_->unsupported && decode_only && all_rows && num_tokens > 0 && num_tokens <= kMaxGraphBatch) {
+    return forward_graph(batch, kv);
+  }
+  const StepMetadata meta = upload_metadata(host_metadata(batch, config_, block_size, 0), *backend_, block_size);
+  Tensor logits = backend_->alloc(DType::kF32, Shape{meta.logit_rows.numel(), config_.vocab_size});
+  run_layers(meta, kv, logits);
+  return logits;
+}
+
+// A decode step through a recorded graph: the batch is padded to a power of two and its positions' bucket
+// (a power of two) fixes the block tables' width and the attention launch, so steps of one bucket replay the
+// same graph with new inputs. The first step of a bucket runs eagerly (loading kernels, choosing matmul
+// algorithms), then is recorded.
+Tensor Cohere2Model::forward_graph(const ForwardBatch& batch, std::vector<KvStorage>& kv) const {
+  Backend& b = *backend_;
+  const int64_t block_size = kv.front().block_size;
+  const auto num_tokens = std::ssize(batch.token_ids);
+  int64_t max_position = 0;
+  for (const ForwardSequence& s : batch.seqs) max_position = std::max(max_position, s.start_pos);
+  const auto bucket = static_cast<int64_t>(std::bit_ceil(static_cast<uint64_t>(num_tokens)));
+  const auto positions = std::max(kMinGraphPositions, static_cast<int64_t>(std::bit_ceil(static_cast<uint64_t>(max_position + 1))));
+  HostMetadata host = host_metadata(batch, config_, block_size, (positions + block_size - 1) / block_size);
+  pad_decode(host, bucket);
+  host.max_position = positions - 1;  // an upper bound is all the attention launch needs
+
+  DecodeGraphs& cache = *graphs_;
+  if (cache.logits.empty()) cache.logits = b.alloc(DType::kF32, Shape{kMaxGraphBatch, config_.vocab_size});
+  const Tensor logits = cache.logits.slice_rows(0, bucket);
+  const auto key = std::make_pair(bucket, positions);
+  auto it = cache.entries.find(key);
+  if (it != cache.entries.end()) {
+    update_metadata(it->second.meta, host, b);
+    it->second.graph->replay();
+    return logits.slice_rows(0, num_tokens);
+  }
+  StepMetadata meta = upload_metadata(host, b, block_size);
+  run_layers(meta, kv, logits);
+  std::unique_ptr<Backend::Graph> graph = b.capture([&] { run_layers(meta, kv, logits); });
+  if (graph) {
+    cache.entries.emplace(key, DecodeGraphs::Entry{std::move(meta), std::move(graph)});
+  } else {
+    cache.unsupported = true;
+  }
+  return logits.slice_rows(0, num_tokens);
+}
+
+void Cohere2Model::run_layers(const StepMetadata& meta, std::vector<KvStorage>& kv, Tensor logits) const {
   Backend& b = *backend_;
   const ModelConfig& c = config_;
-  const int64_t num_tokens = static_cast<int64_t>(batch.token_ids.size());
-  const BatchMetadata meta = build_metadata(batch, c, kv.front().block_size, b);
+  const int64_t num_tokens = meta.token_ids.numel();
   const AttentionShape shape = attention_shape();
   const auto eps = static_cast<float>(c.layer_norm_eps);
 
@@ -123,8 +252,12 @@ Tensor Cohere2Model::forward(const ForwardBatch& batch, std::vector<KvStorage>& 
 
     b.layer_norm(x, h, w.input_norm, eps);  // one norm feeds both attention and MLP (parallel block)
     b.matmul(qkv, x, w.qkv, 1.0f);
-    if (spec.rope) b.rope(qkv, group_batch.positions, rope_inv_freq_, c.num_heads + c.num_heads_kv);
-    b.store_kv(group_kv, spec.layer_idx_in_group, qkv, group_batch.slot_mapping, shape);
+    if (spec.rope) {
+      b.rope_store_kv(group_kv, spec.layer_idx_in_group, qkv, group_batch.positions, rope_inv_freq_,
+                      group_batch.slot_mapping, shape);
+    } else {
+      b.store_kv(group_kv, spec.layer_idx_in_group, qkv, group_batch.slot_mapping, shape);
+    }
     b.attention(attn, qkv, group_kv, spec.layer_idx_in_group, group_batch, shape, spec.window);
     b.matmul(attn_out, attn, w.o, 1.0f);
 
@@ -136,13 +269,10 @@ Tensor Cohere2Model::forward(const ForwardBatch& batch, std::vector<KvStorage>& 
     b.add(h, h, mlp_out);
   }
 
-  const int64_t num_rows = meta.logit_rows.numel();
-  Tensor rows = b.alloc(adt, Shape{num_rows, c.hidden_size});
+  Tensor rows = b.alloc(adt, Shape{meta.logit_rows.numel(), c.hidden_size});
   b.gather_rows(rows, h, meta.logit_rows);  // the final norm is per token: normalize only sampled rows
   b.layer_norm(rows, rows, weights_.final_norm, eps);
-  Tensor logits = b.alloc(DType::kF32, Shape{num_rows, c.vocab_size});  // f32 whatever the activations
-  b.matmul(logits, rows, weights_.lm_head, static_cast<float>(c.logit_scale));
-  return logits;
+  b.matmul(logits, rows, weights_.lm_head, static_cast<float>(c.logit_scale));  // f32 whatever the activations
 }
 
 }  // namespace tide

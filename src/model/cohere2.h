@@ -4,6 +4,7 @@
 #pragma once
 
 #include <filesystem>
+#include <memory>
 #include <vector>
 
 #include "backend/backend.h"
@@ -13,11 +14,16 @@
 
 namespace tide {
 
+struct StepMetadata;  // one step's metadata in backend memory (cohere2.cpp)
+struct DecodeGraphs;  // recorded decode steps (cohere2.cpp)
+
 class Cohere2Model {
  public:
   Cohere2Model(ModelConfig config, Cohere2Weights weights, Backend& backend);
   // Reads DIR/config.json and the safetensors checkpoint, validates and uploads. Throws tide::Error.
   static Cohere2Model load(const std::filesystem::path& dir, Backend& backend);
+  ~Cohere2Model();
+  Cohere2Model(Cohere2Model&&) noexcept;
 
   const ModelConfig& config() const { return config_; }
   Backend& backend() const { return *backend_; }
@@ -28,10 +34,18 @@ class Cohere2Model {
   std::vector<KvStorage> allocate_kv(int64_t block_size, const std::vector<int32_t>& num_blocks) const;
 
   // Runs one step. Writes the new tokens' K/V into `kv` (one storage per group) through the batch's block
-  // tables, then returns logits [batch.logit_indices.size(), vocab] (f32, in backend memory).
+  // tables, then returns logits [batch.logit_indices.size(), vocab] (f32, in backend memory), valid until the
+  // next call. Decode-only batches of up to 256 sequences that want every row's logits replay a recorded
+  // graph where the backend records them (see set_graphs_enabled); the results are the same either way.
   Tensor forward(const ForwardBatch& batch, std::vector<KvStorage>& kv) const;
+  // Whether forward() may record and replay decode steps (default: yes; off is vLLM's --enforce-eager).
+  void set_graphs_enabled(bool enabled) { graphs_enabled_ = enabled; }
 
  private:
+  Tensor forward_graph(const ForwardBatch& batch, std::vector<KvStorage>& kv) const;
+  // The layers, the final norm and the logits of meta.logit_rows into `logits` [R, vocab] f32.
+  void run_layers(const StepMetadata& meta, std::vector<KvStorage>& kv, Tensor logits) const;
+
   AttentionShape attention_shape() const {
     return AttentionShape{config_.num_heads, config_.num_heads_kv, config_.head_dim};
   }
@@ -40,6 +54,8 @@ class Cohere2Model {
   Cohere2Weights weights_;
   Tensor rope_inv_freq_;  // [head_dim / 2] f32, from ModelConfig::rope_inv_freq()
   Backend* backend_;
+  bool graphs_enabled_ = true;
+  std::unique_ptr<DecodeGraphs> graphs_;  // a cache: filled by the const forward()
 };
 
 }  // namespace tide

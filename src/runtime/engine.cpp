@@ -125,6 +125,7 @@ Engine::Engine(const std::filesystem::path& model_dir, std::unique_ptr<Backend> 
       tokenizer_(Tokenizer::from_dir(model_dir)),
       options_(resolve_kv_budget(options, model_)),
       kv_manager_(options.block_size, plan_kv_pools(model_, options_), options.enable_prefix_caching) {
+  model_.set_graphs_enabled(!options_.enforce_eager);
   std::vector<int32_t> num_blocks;
   for (int p = 0; p < kv_manager_.num_pools(); ++p) {
     const PoolSpec& spec = kv_manager_.spec(p);

@@ -29,6 +29,7 @@ struct EngineOptions {
   int64_t host_kv_cache_memory = 0;              // bytes for all host-tier pools together (0: no host tier)
   bool enable_prefix_caching = true;
   int64_t max_prefill_chunk = 512;               // prompt tokens per forward step
+  bool enforce_eager = false;                    // never replay recorded graphs of decode steps
 };
 
 struct GenerateOptions {

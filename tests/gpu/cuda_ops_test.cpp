@@ -83,6 +83,41 @@ TEST_F(CudaOps, RopeRotatesTheSamePairs) {
     for (int64_t i = rope_heads * d; i < heads * d; ++i) ASSERT_EQ(got[t * heads * d + i], want[t * heads * d + i]);
 }
 
+TEST_F(CudaOps, FusedRopeAndKvStoreEqualsRopeThenStore) {
+  // 12 q heads and 4 kv heads of 128 (GQA 3); slots in shuffled blocks of 5 positions, one padding token.
+  const AttentionShape shape{12, 4, 128};
+  const int64_t d = shape.head_dim, row = (shape.num_heads + 2 * shape.num_heads_kv) * d, tokens = 7;
+  const int64_t blocks = 4, layers = 2, layer = 1, block_size = 5, kv_size = shape.num_heads_kv * d;
+  const auto qkv = both(cpu_, *gpu_, test::random_bf16_values(static_cast<size_t>(tokens * row), 11), Shape{tokens, row});
+  const auto pos = test::both_i32(cpu_, *gpu_, {0, 1, 7, 8, 4096, 70000, 3}, Shape{tokens});
+  const auto slots = test::both_i64(cpu_, *gpu_, {15, 16, 2, 3, 19, -1, 9}, Shape{tokens});
+  std::vector<float> inv_freq;
+  for (int64_t j = 0; j < d / 2; ++j) inv_freq.push_back(static_cast<float>(std::pow(50000.0, -2.0 * j / d)));
+  const Tensor f_c = cpu_.upload(inv_freq.data(), DType::kF32, Shape{d / 2});
+  const Tensor f_g = gpu_->upload(inv_freq.data(), DType::kF32, Shape{d / 2});
+  const std::vector<float> sentinel(static_cast<size_t>(blocks * layers * 2 * block_size * kv_size), 1000.0f);
+  const Shape cache_shape{blocks, layers, 2 * block_size, kv_size};
+  KvStorage kv_c{cpu_.upload(sentinel.data(), DType::kF32, cache_shape), layers, block_size};
+  KvStorage kv_g{gpu_->upload_as(sentinel.data(), DType::kF32, cache_shape, DType::kBF16), layers, block_size};
+
+  cpu_.rope(qkv.cpu, pos.cpu, f_c, shape.num_heads + shape.num_heads_kv);  // the definition
+  cpu_.store_kv(kv_c, layer, qkv.cpu, slots.cpu, shape);
+  gpu_->rope_store_kv(kv_g, layer, qkv.gpu, pos.gpu, f_g, slots.gpu, shape);
+
+  EXPECT_LT(test::rel_err(test::to_f32(*gpu_, qkv.gpu), test::to_f32(cpu_, qkv.cpu)), 2 * test::kBf16Rounding);
+  const std::vector<float> got = test::to_f32(*gpu_, kv_g.data), want = test::to_f32(cpu_, kv_c.data);
+  EXPECT_LT(test::rel_err(got, want), 2 * test::kBf16Rounding);
+  // Slots nobody wrote (the padding token's included) still hold the sentinel, bit for bit.
+  size_t untouched = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (want[i] == 1000.0f) {
+      ASSERT_EQ(got[i], 1000.0f) << i;
+      ++untouched;
+    }
+  }
+  EXPECT_EQ(untouched, want.size() - static_cast<size_t>(6 * 2 * kv_size));
+}
+
 TEST_F(CudaOps, SiluMulAndAdd) {
   const auto gu = both(cpu_, *gpu_, test::random_bf16_values(6 * 2 * 300, 7, 2.0f), Shape{6, 600});
   Tensor c = cpu_.alloc(DType::kF32, Shape{6, 300}), g = gpu_->alloc(DType::kBF16, Shape{6, 300});

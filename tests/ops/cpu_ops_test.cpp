@@ -106,5 +106,27 @@ TEST(CpuOps, EmbeddingRejectsOutOfRangeIds) {
   EXPECT_THROW(b.embedding(out, table, b.upload(ids, DType::kI32, Shape{2})), Error);
 }
 
+TEST(CpuOps, StoreKvWritesEachSlotAndSkipsPadding) {
+  CpuBackend b;
+  std::mt19937 rng(6);
+  const AttentionShape shape{2, 1, 4};  // rows: 2 q heads, k, v of 4
+  const Tensor qkv = random_tensor(b, Shape{3, 16}, rng);
+  const int64_t slots[3] = {5, -1, 0};  // block 1 offset 1, padding, block 0 offset 0
+  KvStorage kv{b.alloc(DType::kF32, Shape{2, 1, 2 * 4, 4}), 1, 4};  // 2 blocks of 4 positions, one layer
+  b.store_kv(kv, 0, qkv, b.upload(slots, DType::kI64, Shape{3}), shape);
+  const float* cache = kv.data.as<float>();
+  const float* row0 = qkv.as<float>();
+  const float* row2 = qkv.as<float>() + 2 * 16;
+  for (int e = 0; e < 4; ++e) {
+    EXPECT_EQ(cache[(1 * 8 + 0 * 4 + 1) * 4 + e], row0[8 + e]);   // K of token 0
+    EXPECT_EQ(cache[(1 * 8 + 1 * 4 + 1) * 4 + e], row0[12 + e]);  // V of token 0
+    EXPECT_EQ(cache[(0 * 8 + 0 * 4 + 0) * 4 + e], row2[8 + e]);
+    EXPECT_EQ(cache[(0 * 8 + 1 * 4 + 0) * 4 + e], row2[12 + e]);
+  }
+  int written = 0;
+  for (int64_t i = 0; i < kv.data.numel(); ++i) written += cache[i] != 0.0f;
+  EXPECT_EQ(written, 16);  // token 1 (padding) stored nothing
+}
+
 }  // namespace
 }  // namespace tide

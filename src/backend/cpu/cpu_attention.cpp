@@ -33,8 +33,9 @@ void CpuBackend::store_kv(KvStorage& kv, int64_t layer, const Tensor& qkv, const
   float* cache = kv.data.as<float>();
   for (int64_t t = 0; t < qkv.dim(0); ++t) {
     const int64_t slot = slot_mapping.as<int64_t>()[t];
+    if (slot < 0) continue;  // padding
     const int64_t block = slot / kv.block_size, offset = slot % kv.block_size;
-    TIDE_CHECK(slot >= 0 && block < num_blocks_of(kv));
+    TIDE_CHECK(block < num_blocks_of(kv));
     const float* k = qkv.as<float>() + t * row_size + shape.num_heads * d;
     const float* v = k + kv_size;
     std::memcpy(cache + kv_offset(kv, layer, 0, block, offset, shape), k, sizeof(float) * kv_size);

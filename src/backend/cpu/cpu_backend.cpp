@@ -40,6 +40,8 @@ Tensor CpuBackend::upload_as(const void* host, DType host_dtype, Shape shape, DT
   return t;
 }
 
+void CpuBackend::upload_into(Tensor t, const void* host) { std::memcpy(t.data, host, t.nbytes()); }
+
 void CpuBackend::download(const Tensor& t, void* host) { std::memcpy(host, t.data, t.nbytes()); }
 
 // --- ops ---

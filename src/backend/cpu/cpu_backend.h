@@ -14,6 +14,7 @@ class CpuBackend final : public Backend {
   Tensor alloc(DType dtype, Shape shape) override;
   Tensor alloc_host(DType dtype, Shape shape) override { return host_tensor(dtype, shape); }
   Tensor upload_as(const void* host, DType host_dtype, Shape shape, DType dtype) override;
+  void upload_into(Tensor t, const void* host) override;
   void download(const Tensor& t, void* host) override;
   DType weight_dtype() const override { return DType::kF32; }
   DType activation_dtype() const override { return DType::kF32; }

@@ -54,7 +54,8 @@ bool CudaBackend::available() {
   return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
 }
 
-CudaBackend::CudaBackend(int device) : allocator_(std::make_shared<Allocator>()), device_(device) {
+CudaBackend::CudaBackend(int device)
+    : allocator_(std::make_shared<Allocator>()), graph_allocator_(std::make_shared<Allocator>()), device_(device) {
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) fail("--device cuda: no CUDA device is available");
   if (device < 0 || device >= count) fail("--device cuda: device {} does not exist ({} present)", device, count);
@@ -68,9 +69,9 @@ CudaBackend::CudaBackend(int device) : allocator_(std::make_shared<Allocator>())
 
 CudaBackend::~CudaBackend() {
   cudaStreamSynchronize(stream_);
-  {
-    std::lock_guard<std::mutex> lock(allocator_->mutex);
-    allocator_->closing = true;  // tensors that outlive the backend free their memory directly
+  for (Allocator* a : {allocator_.get(), graph_allocator_.get()}) {
+    std::lock_guard<std::mutex> lock(a->mutex);
+    a->closing = true;  // tensors that outlive the backend free their memory directly
   }
   matmul_plans_.clear();
   cudaFree(workspace_);
@@ -81,7 +82,7 @@ CudaBackend::~CudaBackend() {
 std::optional<Backend::MemoryInfo> CudaBackend::memory_info() const {
   size_t free = 0, total = 0;
   TIDE_CUDA_CHECK(cudaMemGetInfo(&free, &total));
-  size_t cached = 0;
+  size_t cached = 0;  // the graph pool's free buffers are not counted: graphs replay into them
   {
     std::lock_guard<std::mutex> lock(allocator_->mutex);
     for (const auto& [size, list] : allocator_->free_by_size) cached += size * list.size();
@@ -94,9 +95,9 @@ Tensor CudaBackend::alloc(DType dtype, Shape shape) {
   t.dtype = dtype;
   t.shape = shape;
   const size_t bytes = Allocator::round(t.nbytes());
-  void* p = allocator_->take(bytes);
+  std::shared_ptr<Allocator> owner = capturing_ ? graph_allocator_ : allocator_;
+  void* p = owner->take(bytes);
   TIDE_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, stream_));
-  std::shared_ptr<Allocator> owner = allocator_;
   t.storage = std::shared_ptr<void>(p, [owner, bytes](void* q) { owner->give_back(q, bytes); });
   t.data = p;
   return t;
@@ -115,6 +116,7 @@ Tensor CudaBackend::alloc_host(DType dtype, Shape shape) {
 }
 
 Tensor CudaBackend::upload_as(const void* host, DType host_dtype, Shape shape, DType dtype) {
+  TIDE_CHECK(!capturing_);  // it synchronizes, which a recording stream does not allow
   Tensor t = alloc(dtype, shape);
   const size_t n = static_cast<size_t>(t.numel());
   const bool is_float = host_dtype == DType::kF32 || host_dtype == DType::kF16 || host_dtype == DType::kBF16;
@@ -143,7 +145,15 @@ Tensor CudaBackend::upload_as(const void* host, DType host_dtype, Shape shape, D
   return t;
 }
 
+void CudaBackend::upload_into(Tensor t, const void* host) {
+  TIDE_CHECK(!capturing_);
+  // From pageable memory the copy is staged before the call returns (`host` is free again) and runs in
+  // stream order without synchronizing the device.
+  TIDE_CUDA_CHECK(cudaMemcpyAsync(t.data, host, t.nbytes(), cudaMemcpyHostToDevice, stream_));
+}
+
 void CudaBackend::download(const Tensor& t, void* host) {
+  TIDE_CHECK(!capturing_);
   TIDE_CUDA_CHECK(cudaMemcpyAsync(host, t.data, t.nbytes(), cudaMemcpyDeviceToHost, stream_));
   TIDE_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
@@ -195,6 +205,19 @@ void CudaBackend::rope(Tensor qkv, const Tensor& positions, const Tensor& inv_fr
   cuda::launch_rope(bf(qkv, "rope input"), typed<int32_t>(positions, DType::kI32, "positions"),
                     typed<float>(inv_freq, DType::kF32, "inv_freq"), qkv.dim(0), qkv.dim(1), num_rope_heads,
                     head_dim, stream_);
+}
+
+// qkv: [T, (Hq + 2 Hkv) * D], positions, slot_mapping: [T], inv_freq: [D / 2]
+void CudaBackend::rope_store_kv(KvStorage& kv, int64_t layer, Tensor qkv, const Tensor& positions,
+                                const Tensor& inv_freq, const Tensor& slot_mapping, const AttentionShape& shape) {
+  const int64_t d = shape.head_dim;
+  TIDE_CHECK(qkv.dim(1) == (shape.num_heads + 2 * shape.num_heads_kv) * d && slot_mapping.numel() == qkv.dim(0));
+  TIDE_CHECK(positions.numel() == qkv.dim(0) && 2 * inv_freq.numel() == d && d % 2 == 0);
+  TIDE_CHECK(layer >= 0 && layer < kv.num_layers);
+  cuda::launch_rope_store_kv(bf(kv.data, "KV cache"), bf(qkv, "qkv"), typed<int32_t>(positions, DType::kI32, "positions"),
+                             typed<float>(inv_freq, DType::kF32, "inv_freq"),
+                             typed<int64_t>(slot_mapping, DType::kI64, "slots"), qkv.dim(0), shape.num_heads,
+                             shape.num_heads_kv, d, kv.num_layers, layer, kv.block_size, stream_);
 }
 
 // qkv: [T, (Hq + 2 Hkv) * D], slot_mapping: [T]
@@ -275,6 +298,46 @@ void CudaBackend::copy_blocks(KvStorage& device, Tensor& host, std::span<const B
       TIDE_CUDA_CHECK(cudaMemcpyAsync(d, h, block_bytes, cudaMemcpyHostToDevice, stream_));
     }
   }
+}
+
+// --- graphs ---
+
+namespace {
+
+class CudaGraph final : public Backend::Graph {
+ public:
+  CudaGraph(cudaGraphExec_t exec, cudaStream_t stream) : exec_(exec), stream_(stream) {}
+  ~CudaGraph() override { cudaGraphExecDestroy(exec_); }
+  CudaGraph(const CudaGraph&) = delete;
+  CudaGraph& operator=(const CudaGraph&) = delete;
+  void replay() override { TIDE_CUDA_CHECK(cudaGraphLaunch(exec_, stream_)); }
+
+ private:
+  cudaGraphExec_t exec_;
+  cudaStream_t stream_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend::Graph> CudaBackend::capture(const std::function<void()>& body) {
+  TIDE_CHECK(!capturing_);
+  TIDE_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed));
+  capturing_ = true;
+  cudaGraph_t graph = nullptr;
+  try {
+    body();
+  } catch (...) {
+    capturing_ = false;
+    if (cudaStreamEndCapture(stream_, &graph) == cudaSuccess && graph) cudaGraphDestroy(graph);
+    throw;
+  }
+  capturing_ = false;
+  TIDE_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t st = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);
+  TIDE_CUDA_CHECK(st);
+  return std::make_unique<CudaGraph>(exec, stream_);
 }
 
 }  // namespace tide

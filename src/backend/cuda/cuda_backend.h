@@ -34,6 +34,7 @@ class CudaBackend final : public Backend {
   Tensor alloc(DType dtype, Shape shape) override;
   Tensor alloc_host(DType dtype, Shape shape) override;
   Tensor upload_as(const void* host, DType host_dtype, Shape shape, DType dtype) override;
+  void upload_into(Tensor t, const void* host) override;
   void download(const Tensor& t, void* host) override;
   DType weight_dtype() const override { return DType::kBF16; }
   DType activation_dtype() const override { return DType::kBF16; }
@@ -47,11 +48,16 @@ class CudaBackend final : public Backend {
   void rope(Tensor qkv, const Tensor& positions, const Tensor& inv_freq, int64_t num_rope_heads) override;
   void store_kv(KvStorage& kv, int64_t layer, const Tensor& qkv, const Tensor& slot_mapping,
                 const AttentionShape& shape) override;
+  void rope_store_kv(KvStorage& kv, int64_t layer, Tensor qkv, const Tensor& positions, const Tensor& inv_freq,
+                     const Tensor& slot_mapping, const AttentionShape& shape) override;
   void attention(Tensor out, const Tensor& qkv, const KvStorage& kv, int64_t layer, const AttentionBatch& batch,
                  const AttentionShape& shape, int64_t window) override;
   void silu_mul(Tensor out, const Tensor& gate_up) override;
   void add(Tensor out, const Tensor& a, const Tensor& b) override;
   void copy_blocks(KvStorage& device, Tensor& host, std::span<const BlockCopy> copies) override;
+
+  // CUDA graph of the stream's work (relaxed capture mode: the caching allocator may cudaMalloc meanwhile).
+  std::unique_ptr<Graph> capture(const std::function<void()>& body) override;
 
   cudaStream_t stream() const { return stream_; }
 
@@ -77,6 +83,10 @@ class CudaBackend final : public Backend {
   const MatmulPlan& matmul_plan(int64_t t, int64_t k, int64_t n, cudaDataType_t out_type);
 
   std::shared_ptr<Allocator> allocator_;
+  // Memory of tensors allocated while capturing: only graphs use it, so a buffer one recording dropped can
+  // serve another recording but never eager work that might overlap a replay.
+  std::shared_ptr<Allocator> graph_allocator_;
+  bool capturing_ = false;
   int device_ = 0;
   int num_sms_ = 1;
   cudaStream_t stream_ = nullptr;

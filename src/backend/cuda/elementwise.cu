@@ -1,6 +1,5 @@
-// Memory-bound CUDA kernels of the backend: embedding and row gathers, RoPE, the KV store, SiLU-multiply
-// and add. Straightforward one-pass kernels; fusion (RoPE + KV store, add + norm) comes
-// with the performance work.
+// Memory-bound CUDA kernels of the backend: embedding and row gathers, RoPE, the KV store (alone and fused
+// with RoPE: the forward pass uses the fused one), SiLU-multiply and add. One pass each.
 #include "backend/cuda/kernels.h"
 
 namespace tide::cuda {
@@ -38,11 +37,56 @@ __global__ void store_kv_kernel(bf16* cache, const bf16* qkv, const int64_t* slo
                                 int64_t block_size) {
   const int64_t t = blockIdx.x;
   const int64_t slot = slot_mapping[t];
+  if (slot < 0) return;  // padding
   const int64_t block = slot / block_size, offset = slot % block_size;
   const bf16* k = qkv + t * row_size + q_size;
   for (int64_t i = threadIdx.x; i < 2 * kv_size; i += blockDim.x) {
     const int64_t kv = i / kv_size, e = i % kv_size;  // kv 0: K, 1: V (V follows K in the qkv row)
     cache[(((block * num_layers + layer) * 2 + kv) * block_size + offset) * kv_size + e] = k[i];
+  }
+}
+
+struct RopeStoreParams {
+  bf16* cache;                  // [num_blocks, num_layers, 2, block_size, Hkv * D]
+  bf16* qkv;                    // [T, (Hq + 2 Hkv) * D]
+  const int32_t* positions;     // [T]
+  const float* inv_freq;        // [D / 2]
+  const int64_t* slot_mapping;  // [T]
+  int64_t num_heads, num_heads_kv, head_dim, num_layers, layer, block_size;
+};
+
+// One block per token: the token's cos/sin table first (one sincosf per frequency, shared by all heads), then
+// every q and k pair rotated in place, the rotated k and the v heads written to the cache.
+__global__ void rope_store_kv_kernel(const __grid_constant__ RopeStoreParams p) {
+  extern __shared__ float2 cos_sin[];  // [D / 2]
+  const int64_t t = blockIdx.x, half = p.head_dim / 2, d = p.head_dim;
+  const int64_t q_size = p.num_heads * d, kv_size = p.num_heads_kv * d;
+  const float pos = static_cast<float>(p.positions[t]);
+  for (int64_t j = threadIdx.x; j < half; j += blockDim.x) {
+    float s, c;
+    sincosf(pos * p.inv_freq[j], &s, &c);  // f32 angle, as the reference computes it
+    cos_sin[j] = make_float2(c, s);
+  }
+  __syncthreads();
+  bf16* row = p.qkv + t * (q_size + 2 * kv_size);
+  const int64_t slot = p.slot_mapping[t];
+  bf16* k_dst = slot < 0 ? nullptr
+                         : p.cache + ((slot / p.block_size * p.num_layers + p.layer) * 2 * p.block_size +
+                                      slot % p.block_size) * kv_size;
+  const int64_t num_pairs = (p.num_heads + p.num_heads_kv) * half;
+  for (int64_t i = threadIdx.x; i < num_pairs; i += blockDim.x) {
+    const float2 cs = cos_sin[i % half];
+    __nv_bfloat162* pair = reinterpret_cast<__nv_bfloat162*>(row) + i;
+    const float2 x = __bfloat1622float2(*pair);
+    const __nv_bfloat162 y = __floats2bfloat162_rn(x.x * cs.x - x.y * cs.y, x.y * cs.x + x.x * cs.y);
+    *pair = y;
+    if (k_dst && 2 * i >= q_size) reinterpret_cast<__nv_bfloat162*>(k_dst)[i - q_size / 2] = y;
+  }
+  if (!k_dst) return;
+  const bf16* v = row + q_size + kv_size;
+  bf16* v_dst = k_dst + p.block_size * kv_size;  // V follows K's block_size rows
+  for (int64_t i = threadIdx.x; i < kv_size / 2; i += blockDim.x) {
+    reinterpret_cast<__nv_bfloat162*>(v_dst)[i] = reinterpret_cast<const __nv_bfloat162*>(v)[i];
   }
 }
 
@@ -87,6 +131,17 @@ void launch_store_kv(bf16* cache, const bf16* qkv, const int64_t* slot_mapping, 
     store_kv_kernel<<<static_cast<unsigned>(num_tokens), kThreads, 0, stream>>>(
         cache, qkv, slot_mapping, row_size, q_size, kv_size, num_layers, layer, block_size);
   }
+}
+
+void launch_rope_store_kv(bf16* cache, bf16* qkv, const int32_t* positions, const float* inv_freq,
+                          const int64_t* slot_mapping, int64_t num_tokens, int64_t num_heads, int64_t num_heads_kv,
+                          int64_t head_dim, int64_t num_layers, int64_t layer, int64_t block_size,
+                          cudaStream_t stream) {
+  if (num_tokens == 0) return;
+  const RopeStoreParams p{cache, qkv, positions, inv_freq, slot_mapping, num_heads, num_heads_kv, head_dim,
+                          num_layers, layer, block_size};
+  const size_t smem = sizeof(float2) * static_cast<size_t>(head_dim / 2);
+  rope_store_kv_kernel<<<static_cast<unsigned>(num_tokens), kThreads, smem, stream>>>(p);
 }
 
 void launch_silu_mul(bf16* out, const bf16* gate_up, int64_t num_tokens, int64_t inter, cudaStream_t stream) {

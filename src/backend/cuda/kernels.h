@@ -24,11 +24,16 @@ void launch_layer_norm(bf16* out, const bf16* x, const bf16* w, int64_t num_toke
 // In place on heads [0, num_rope_heads) of each row.  qkv: [T, row_size], inv_freq: [D / 2] f32.
 void launch_rope(bf16* qkv, const int32_t* positions, const float* inv_freq, int64_t num_tokens, int64_t row_size,
                  int64_t num_rope_heads, int64_t head_dim, cudaStream_t stream);
-// K and V heads of each qkv row into layer `layer` of the cache at slot_mapping[t].
+// K and V heads of each qkv row into layer `layer` of the cache at slot_mapping[t] (< 0: padding, skipped).
 // cache: [num_blocks, num_layers, 2, block_size, kv_size].
 void launch_store_kv(bf16* cache, const bf16* qkv, const int64_t* slot_mapping, int64_t num_tokens,
                      int64_t row_size, int64_t q_size, int64_t kv_size, int64_t num_layers, int64_t layer,
                      int64_t block_size, cudaStream_t stream);
+// launch_rope on the q and k heads, then launch_store_kv, in one pass over each row.
+void launch_rope_store_kv(bf16* cache, bf16* qkv, const int32_t* positions, const float* inv_freq,
+                          const int64_t* slot_mapping, int64_t num_tokens, int64_t num_heads, int64_t num_heads_kv,
+                          int64_t head_dim, int64_t num_layers, int64_t layer, int64_t block_size,
+                          cudaStream_t stream);
 // out = silu(gate) * up.  gate_up: [T, 2I], out: [T, I].
 void launch_silu_mul(bf16* out, const bf16* gate_up, int64_t num_tokens, int64_t inter, cudaStream_t stream);
 // out = a + b over n elements.

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# The GPU check in one go: builds what the GPU needs (or takes the binaries tools/gpu/bundle.sh packed),
+# runs the GPU tests, `tide generate` on the GPU and the benchmark, and prints a short summary last. Full logs
+# and bench.json go to $OUT (or ./gpu-out).
+#
+#   tools/gpu/check.sh [--bundle DIR] [--no-bench] [-- TIDE_BENCH_ARGS...]
+#
+# --bundle DIR: run the binaries of a bundle (a GPU machine without the build tools; see bundle.sh);
+# otherwise configure and build build-cuda here first. The benchmark defaults to `--synthetic r7b --quick`.
+# GTEST_ARGS adds flags to the GPU tests (e.g. GTEST_ARGS=--gtest_filter=*Attention*). Exit status 1 when
+# a test or the generate run failed.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+bundle="" bench=1
+bench_args=(--synthetic r7b --quick)
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --bundle) bundle=${2:?--bundle needs a folder}; shift 2 ;;
+    --no-bench) bench=0; shift ;;
+    --) shift; bench_args=("$@"); break ;;
+    *) echo "check.sh: unknown argument '$1' (see the header of $0)" >&2; exit 2 ;;
+  esac
+done
+out=${OUT:-gpu-out}
+mkdir -p "$out"
+
+if [[ -n "$bundle" ]]; then
+  tar -C "$bundle" -xJf "$bundle/libs.tar.xz" || exit 1
+  export LD_LIBRARY_PATH="$PWD/$bundle/libs:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+  bin=$bundle tests=$bundle/tide_gpu_tests tide=$bundle/tide tide_bench=$bundle/tide_bench
+else
+  cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DTIDE_CUDA=ON >"$out/build.log" 2>&1 &&
+    cmake --build build-cuda --target tide_gpu_tests tide tide_bench >>"$out/build.log" 2>&1 ||
+    { tail -30 "$out/build.log"; echo "check.sh: the build failed (log: $out/build.log)"; exit 1; }
+  tests=build-cuda/tests/tide_gpu_tests tide=build-cuda/apps/tide/tide tide_bench=build-cuda/bench/tide_bench
+fi
+export TIDE_FIXTURES_DIR="$PWD/tests/fixtures"
+
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
+status=0
+# shellcheck disable=SC2086  # GTEST_ARGS holds several flags
+"$tests" --gtest_color=no ${GTEST_ARGS:-} >"$out/gpu_tests.log" 2>&1 || status=1
+"$tide" generate --device cuda --model tests/fixtures/cohere2-tiny --prompt "def fibonacci(n):" \
+  --max-tokens 24 --json >"$out/generate.log" 2>&1 || status=1
+if [[ $bench -eq 1 ]]; then
+  "$tide_bench" "${bench_args[@]}" --out "$out/bench.json" >"$out/bench.log" 2>"$out/bench.err" ||
+    { tail -5 "$out/bench.err"; echo "check.sh: tide_bench failed (log: $out/bench.err)"; }
+fi
+
+echo "--- generate"
+tail -c 600 "$out/generate.log"
+echo
+if [[ $bench -eq 1 ]]; then
+  echo "--- benchmark (table rows; JSON in $out/bench.json)"
+  grep -vE '^\{' "$out/bench.log"
+fi
+echo "--- GPU tests"
+grep -E '^\[  FAILED  \]|^\[  SKIPPED \]' "$out/gpu_tests.log" | sort -u
+grep -E 'tests? ran|^\[  PASSED  \]' "$out/gpu_tests.log"
+[[ $status -eq 0 ]] && echo "check.sh: all GPU tests and the generate run passed" || echo "check.sh: FAILED (logs in $out)"
+exit $status
