@@ -1,7 +1,9 @@
 // Prefill: one sequence, one prompt of each length, in chunks of at most max_prefill_chunk tokens (one
 // ForwardBatch per chunk, logits for the prompt's last token only, as Engine does), timed from the first
 // chunk to the last. FLOPs counted: 2 x layer matmul parameters x tokens, attention 4 x heads x head_dim per
-// (query, key) pair the layer's mask allows, and the logits matmul of one row.
+// (query, key) pair the layer's mask allows, and the logits matmul of one row. Then the linear layers alone
+// for one chunk: every layer's four matmuls (qkv, o, gate_up, down) at the chunk's token count, as the
+// forward pass runs them, FLOPs 2 x parameters x tokens.
 #include <fmt/format.h>
 
 #include <memory>
@@ -88,6 +90,46 @@ void prefill_point(const Cohere2Model& model, CudaBackend& backend, const BenchO
   report.add(std::move(row));
 }
 
+// The four matmuls of every layer on `num_tokens` rows of random activations.
+void linear_point(const BenchModel& m, CudaBackend& backend, const BenchOptions& options, int64_t num_tokens,
+                  Report& report) {
+  const ModelConfig& c = m.config;
+  const Cohere2Weights& w = m.weights;
+  BenchRow row("prefill", fmt::format("linear layers, {} tokens", num_tokens),
+               fmt::format("{} layers x (qkv, o, gate_up, down)", c.num_layers));
+  Tensor x = backend.alloc(DType::kBF16, Shape{num_tokens, c.hidden_size});
+  Tensor qkv = backend.alloc(DType::kBF16, Shape{num_tokens, c.qkv_size()});
+  Tensor attn = backend.alloc(DType::kBF16, Shape{num_tokens, c.q_size()});
+  Tensor out = backend.alloc(DType::kBF16, Shape{num_tokens, c.hidden_size});
+  Tensor gate_up = backend.alloc(DType::kBF16, Shape{num_tokens, 2 * c.intermediate_size});
+  Tensor act = backend.alloc(DType::kBF16, Shape{num_tokens, c.intermediate_size});
+  for (const Tensor* t : {&x, &attn, &act}) fill_random(*t, 0.0f, 1.0f, backend.stream());
+  EventTimer timer(backend.stream());
+  auto all_layers = [&] {
+    for (const LayerWeights& lw : w.layers) {
+      backend.matmul(qkv, x, lw.qkv, 1.0f);
+      backend.matmul(out, attn, lw.o, 1.0f);
+      backend.matmul(gate_up, x, lw.gate_up, 1.0f);
+      backend.matmul(out, act, lw.down, 1.0f);
+    }
+  };
+  all_layers();  // warm-up: algorithm choice
+  std::vector<double> ms;
+  for (int i = 0; i < options.timed_runs(5, 2); ++i) {
+    timer.start();
+    all_layers();
+    timer.stop();
+    ms.push_back(timer.elapsed_ms());
+  }
+  const double t = median(ms);
+  const double flops = 2.0 * static_cast<double>(linear_params(c)) * static_cast<double>(num_tokens);
+  row.time_ms = t;
+  row.tok_per_s = static_cast<double>(num_tokens) / (t * 1e-3);
+  row.flops_per_s = flops / (t * 1e-3);
+  row.details = {{"tokens", num_tokens}, {"flops", flops}, {"runs", ms.size()}};
+  report.add(std::move(row));
+}
+
 }  // namespace
 
 void run_prefill(const BenchModel& m, const BenchOptions& options, Report& report) {
@@ -102,6 +144,12 @@ void run_prefill(const BenchModel& m, const BenchOptions& options, Report& repor
       report.add(BenchRow("prefill", fmt::format("prefill {} tokens", num_tokens),
                           "", fmt::format("error: {}", e.what())));
     }
+  }
+  const int64_t chunk = options.max_prefill_chunk;
+  try {
+    linear_point(m, *backend, options, chunk, report);
+  } catch (const std::exception& e) {
+    report.add(BenchRow("prefill", fmt::format("linear layers, {} tokens", chunk), "", fmt::format("error: {}", e.what())));
   }
 }
 
