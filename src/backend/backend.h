@@ -95,6 +95,15 @@ class Backend {
   virtual void gather_rows(Tensor out, const Tensor& x, const Tensor& rows) = 0;
   // LayerNorm without bias: out = w * (x - mean) / sqrt(var + eps).  x, out: [T, H] (may alias), w: [H].
   virtual void layer_norm(Tensor out, const Tensor& x, const Tensor& weight, float eps) = 0;
+  // h = (h + a) + b, rounded as two add() calls, then out = layer_norm(h): the residual update ending one
+  // parallel block and the next block's input norm, in one pass where the backend fuses them.
+  // h, a, b, out: [T, H] (out aliases none of them), weight: [H].
+  virtual void residual_layer_norm(Tensor h, const Tensor& a, const Tensor& b, Tensor out, const Tensor& weight,
+                                   float eps) {
+    add(h, h, a);
+    add(h, h, b);
+    layer_norm(out, h, weight, eps);
+  }
   // out = alpha * x @ w^T.  out: [T, N] (activation dtype or F32), x: [T, K], w: [N, K].
   virtual void matmul(Tensor out, const Tensor& x, const Tensor& w, float alpha) = 0;
   // Interleaved (GPT-J) rotary embedding, in place, on heads [0, num_rope_heads) of each qkv row: the pair

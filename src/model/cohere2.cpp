@@ -244,13 +244,13 @@ void Cohere2Model::run_layers(const StepMetadata& meta, std::vector<KvStorage>& 
   Tensor mlp_out = b.alloc(adt, Shape{num_tokens, c.hidden_size});
 
   b.embedding(h, weights_.embed, meta.token_ids);
+  b.layer_norm(x, h, weights_.layers.front().input_norm, eps);  // one norm feeds attention and MLP (parallel block)
   for (size_t i = 0; i < c.layers.size(); ++i) {
     const LayerSpec& spec = c.layers[i];
     const LayerWeights& w = weights_.layers[i];
     KvStorage& group_kv = kv[static_cast<size_t>(spec.group_idx)];
     const AttentionBatch& group_batch = meta.groups[static_cast<size_t>(spec.group_idx)];
 
-    b.layer_norm(x, h, w.input_norm, eps);  // one norm feeds both attention and MLP (parallel block)
     b.matmul(qkv, x, w.qkv, 1.0f);
     if (spec.rope) {
       b.rope_store_kv(group_kv, spec.layer_idx_in_group, qkv, group_batch.positions, rope_inv_freq_,
@@ -265,8 +265,13 @@ void Cohere2Model::run_layers(const StepMetadata& meta, std::vector<KvStorage>& 
     b.silu_mul(act, gate_up);
     b.matmul(mlp_out, act, w.down, 1.0f);
 
-    b.add(h, h, attn_out);  // (h + attn) + mlp, in transformers' order
-    b.add(h, h, mlp_out);
+    // h = (h + attn) + mlp, in transformers' order, then the next layer's input norm.
+    if (i + 1 < c.layers.size()) {
+      b.residual_layer_norm(h, attn_out, mlp_out, x, weights_.layers[i + 1].input_norm, eps);
+    } else {
+      b.add(h, h, attn_out);
+      b.add(h, h, mlp_out);
+    }
   }
 
   Tensor rows = b.alloc(adt, Shape{meta.logit_rows.numel(), c.hidden_size});

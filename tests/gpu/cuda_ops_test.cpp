@@ -50,6 +50,20 @@ TEST_F(CudaOps, LayerNormInPlaceAndOutOfPlace) {
   }
 }
 
+TEST_F(CudaOps, ResidualLayerNormEqualsTwoAddsThenTheNorm) {
+  const int64_t t = 5, hidden = 4096 + 96;  // not a multiple of the block's threads
+  const size_t n = static_cast<size_t>(t * hidden);
+  const auto h = both(cpu_, *gpu_, test::random_bf16_values(n, 21, 3.0f), Shape{t, hidden});
+  const auto a = both(cpu_, *gpu_, test::random_bf16_values(n, 22), Shape{t, hidden});
+  const auto b = both(cpu_, *gpu_, test::random_bf16_values(n, 23), Shape{t, hidden});
+  const auto w = both(cpu_, *gpu_, test::random_bf16_values(static_cast<size_t>(hidden), 24, 0.5f, 1.0f), Shape{hidden});
+  Tensor out_c = cpu_.alloc(DType::kF32, Shape{t, hidden}), out_g = gpu_->alloc(DType::kBF16, Shape{t, hidden});
+  cpu_.residual_layer_norm(h.cpu, a.cpu, b.cpu, out_c, w.cpu, 1e-5f);
+  gpu_->residual_layer_norm(h.gpu, a.gpu, b.gpu, out_g, w.gpu, 1e-5f);
+  EXPECT_LT(test::rel_err(test::to_f32(*gpu_, h.gpu), test::to_f32(cpu_, h.cpu)), 2 * test::kBf16Rounding);
+  EXPECT_LT(test::rel_err(test::to_f32(*gpu_, out_g), test::to_f32(cpu_, out_c)), 3 * test::kBf16Rounding);
+}
+
 TEST_F(CudaOps, MatmulBf16AndF32Outputs) {
   for (auto [t, k, n] : {std::tuple<int64_t, int64_t, int64_t>{1, 256, 1024}, {37, 512, 768}, {256, 4096, 128}}) {
     const auto x = both(cpu_, *gpu_, test::random_bf16_values(static_cast<size_t>(t * k), 4), Shape{t, k});

@@ -198,6 +198,15 @@ void CudaBackend::layer_norm(Tensor out, const Tensor& x, const Tensor& weight, 
                           x.dim(0), x.dim(1), eps, stream_);
 }
 
+// h, a, b, out: [T, H], weight: [H]
+void CudaBackend::residual_layer_norm(Tensor h, const Tensor& a, const Tensor& b, Tensor out, const Tensor& weight,
+                                      float eps) {
+  TIDE_CHECK(a.shape == h.shape && b.shape == h.shape && out.shape == h.shape && weight.numel() == h.dim(1));
+  cuda::launch_residual_layer_norm(bf(h, "residual"), bf(a, "residual input"), bf(b, "residual input"),
+                                   bf(out, "layer_norm output"), bf(weight, "layer_norm weight"), h.dim(0), h.dim(1),
+                                   eps, stream_);
+}
+
 // qkv: [T, heads_total * D], positions: [T], inv_freq: [D / 2]
 void CudaBackend::rope(Tensor qkv, const Tensor& positions, const Tensor& inv_freq, int64_t num_rope_heads) {
   const int64_t head_dim = 2 * inv_freq.numel();

@@ -44,6 +44,8 @@ class CudaBackend final : public Backend {
   void embedding(Tensor out, const Tensor& table, const Tensor& ids) override;
   void gather_rows(Tensor out, const Tensor& x, const Tensor& rows) override;
   void layer_norm(Tensor out, const Tensor& x, const Tensor& weight, float eps) override;
+  void residual_layer_norm(Tensor h, const Tensor& a, const Tensor& b, Tensor out, const Tensor& weight,
+                           float eps) override;
   void matmul(Tensor out, const Tensor& x, const Tensor& w, float alpha) override;
   void rope(Tensor qkv, const Tensor& positions, const Tensor& inv_freq, int64_t num_rope_heads) override;
   void store_kv(KvStorage& kv, int64_t layer, const Tensor& qkv, const Tensor& slot_mapping,

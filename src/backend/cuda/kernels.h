@@ -21,6 +21,9 @@ void launch_gather_rows(bf16* out, const bf16* x, const int32_t* rows, int64_t n
 // out = w * (x - mean) / sqrt(var + eps), per row.  x, out: [T, H] (may alias), w: [H].
 void launch_layer_norm(bf16* out, const bf16* x, const bf16* w, int64_t num_tokens, int64_t hidden, float eps,
                        cudaStream_t stream);
+// h = (h + a) + b (bf16 after each add), then out = w * (h - mean) / sqrt(var + eps).  h, a, b, out: [T, H].
+void launch_residual_layer_norm(bf16* h, const bf16* a, const bf16* b, bf16* out, const bf16* w, int64_t num_tokens,
+                                int64_t hidden, float eps, cudaStream_t stream);
 // In place on heads [0, num_rope_heads) of each row.  qkv: [T, row_size], inv_freq: [D / 2] f32.
 void launch_rope(bf16* qkv, const int32_t* positions, const float* inv_freq, int64_t num_tokens, int64_t row_size,
                  int64_t num_rope_heads, int64_t head_dim, cudaStream_t stream);
