@@ -1,6 +1,9 @@
 // The CUDA paged attention (and KV store) against the CPU reference on random inputs: mixed batches of
 // prefill chunks over a cached prefix and decode tokens, GQA, windows smaller than a block, queries
 // straddling the window start, and released (null) blocks whose memory holds NaN: reading one would show.
+// Every kernel path is covered: the tensor-core prefill kernel (batches with a sequence of more than 8 new
+// tokens) and decode kernel (at most 8 per sequence, split over keys) at head_dim 64, 128 and 256 with 1 to
+// 12 query heads per KV head, and the generic CUDA-core kernel for other head_dims.
 #include <algorithm>
 #include <numeric>
 
@@ -131,6 +134,67 @@ TEST(CudaAttention, CommandAHeadsAndLongContextDecode) {
 TEST(CudaAttention, SmallHeadDimAndMultiQuery) {
   TIDE_REQUIRE_GPU();
   run_case({{{3, 6}, {0, 1}, {10, 2}}, 4, 7, {6, 1, 32}}, 5);
+}
+
+// --- tensor-core prefill kernel: row tiles of (token, query head) ---
+
+TEST(CudaAttention, PrefillHeadDim64BlockSize5) {
+  TIDE_REQUIRE_GPU();
+  run_case({{{0, 150}, {37, 60}, {12, 1}}, 5, 0, {16, 4, 64}}, 11);
+}
+
+TEST(CudaAttention, PrefillHeadDim256WindowSmallerThanABlock) {
+  TIDE_REQUIRE_GPU();
+  run_case({{{0, 90}, {64, 20}}, 16, 6, {8, 4, 256}}, 12);
+}
+
+TEST(CudaAttention, PrefillMultiHeadBlockSize3Window) {
+  TIDE_REQUIRE_GPU();
+  run_case({{{0, 140}, {200, 45}}, 3, 50, {4, 4, 128}}, 13);
+}
+
+TEST(CudaAttention, PrefillCommandAGroupOverCachedPrefixWithWindow) {
+  TIDE_REQUIRE_GPU();  // 12 heads per KV head: a 128-row tile ends inside a token
+  run_case({{{300, 40}, {0, 23}, {80, 1}}, 16, 64, {96, 8, 128}}, 14);
+}
+
+TEST(CudaAttention, PrefillLongCausalOverManyKeyTiles) {
+  TIDE_REQUIRE_GPU();
+  run_case({{{0, 520}, {700, 130}}, 16, 0, {8, 2, 128}}, 15);
+}
+
+// --- tensor-core decode kernel: split over keys ---
+
+TEST(CudaAttention, DecodeLongContextManySplits) {
+  TIDE_REQUIRE_GPU();
+  run_case({{{3000, 1}, {100, 1}, {5000, 1}, {0, 1}}, 16, 0, {32, 8, 128}}, 21);
+}
+
+TEST(CudaAttention, DecodeFewTokensPerSequenceWindowBlockSize5) {
+  TIDE_REQUIRE_GPU();
+  run_case({{{2000, 8}, {500, 3}, {40, 1}}, 5, 37, {16, 4, 128}}, 22);
+}
+
+TEST(CudaAttention, DecodeCommandAGroupWindow) {
+  TIDE_REQUIRE_GPU();
+  run_case({{{4500, 1}, {5000, 1}, {7, 1}, {4100, 2}}, 16, 4096, {96, 8, 128}}, 23);
+}
+
+TEST(CudaAttention, DecodeHeadDim64MultiQuery) {
+  TIDE_REQUIRE_GPU();
+  run_case({{{1500, 1}, {3, 2}, {700, 1}}, 4, 0, {8, 1, 64}}, 24);
+}
+
+TEST(CudaAttention, DecodeHeadDim256WindowSmallerThanABlock) {
+  TIDE_REQUIRE_GPU();
+  run_case({{{900, 1}, {61, 4}, {2, 1}}, 16, 9, {8, 2, 256}}, 25);
+}
+
+// --- generic CUDA-core kernel: head_dims without a tensor-core instantiation ---
+
+TEST(CudaAttention, GenericHeadDim48MixedBatch) {
+  TIDE_REQUIRE_GPU();
+  run_case({{{0, 30}, {60, 1}, {20, 9}}, 5, 25, {6, 2, 48}}, 31);
 }
 
 }  // namespace

@@ -252,8 +252,12 @@ void launch_prefill(const PagedAttentionParams& p, int64_t max_seq_tokens, cudaS
   const int group = static_cast<int>(p.num_heads / p.num_heads_kv);
   const int64_t tiles = (max_seq_tokens * group + C::kRows - 1) / C::kRows;
   const PrefillParams pp{p, static_cast<int>(tiles), group, p.scale * kLog2e};
-  cudaFuncSetAttribute(prefill_attention_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                       static_cast<int>(C::kSmemBytes));
+  // Once per process: a plain host call, nothing enqueued, so a launch inside a CUDA graph capture is fine.
+  static const bool configured = [] {
+    cudaFuncSetAttribute(prefill_attention_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(C::kSmemBytes));
+    return true;
+  }();
+  (void)configured;
   const dim3 grid(static_cast<unsigned>(p.num_seqs * tiles), static_cast<unsigned>(p.num_heads_kv));
   prefill_attention_kernel<D><<<grid, C::kThreads, C::kSmemBytes, stream>>>(pp);
 }
