@@ -222,6 +222,9 @@ void CudaBackend::attention(Tensor out, const Tensor& qkv, const KvStorage& kv, 
   }
   TIDE_CHECK(qkv.dim(1) == (shape.num_heads + 2 * shape.num_heads_kv) * shape.head_dim);
   TIDE_CHECK(out.dim(1) == shape.num_heads * shape.head_dim && batch.block_size == kv.block_size);
+  // The kernels index cache rows (one token's K or V of one layer) and positions with 32-bit integers.
+  TIDE_CHECK(kv.data.dim(0) * kv.num_layers * 2 * kv.block_size < (int64_t{1} << 31));
+  TIDE_CHECK(batch.max_position < (int64_t{1} << 30) && qkv.dim(0) * shape.num_heads < (int64_t{1} << 31));
   cuda::PagedAttentionParams p{};
   p.out = bf(out, "attention output");
   p.qkv = bf(qkv, "qkv");

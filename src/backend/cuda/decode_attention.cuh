@@ -227,11 +227,7 @@ void launch_decode(const PagedAttentionParams& p, float* part_out, float* part_m
   if (p.num_tokens == 0) return;
   const DecodeParams dp{p, part_out, part_ml, num_splits, static_cast<int>(p.num_heads / p.num_heads_kv),
                         p.scale * kLog2e};
-  // Once per process: a plain host call, nothing enqueued, so a launch inside a CUDA graph capture is fine.
-  static const bool configured = [] {
-    cudaFuncSetAttribute(decode_attention_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(C::kSmemBytes));
-    return true;
-  }();
+  static const bool configured = (configure_smem(decode_attention_kernel<D>, C::kSmemBytes), true);
   (void)configured;
   const dim3 grid(static_cast<unsigned>(p.num_tokens), static_cast<unsigned>(p.num_heads_kv),
                   static_cast<unsigned>(num_splits));

@@ -67,6 +67,14 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   return *reinterpret_cast<const uint32_t*>(&v);
 }
 
+// Once per kernel and process: dynamic shared memory beyond 48 KB, and the largest shared-memory carveout so
+// that two CTAs fit on an SM. Host calls only, nothing enqueued: launches stay CUDA-graph capturable.
+template <typename Kernel>
+void configure_smem(Kernel kernel, size_t bytes) {
+  cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
+  cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
+}
+
 // --- shared-memory tiles ---
 
 // A tile is rows of D bf16 (D / 8 chunks of 16 bytes); chunk c of row r sits at chunk c ^ (r % 8), so the 8
@@ -104,7 +112,8 @@ __device__ __forceinline__ void load_kv_tile(uint32_t k_tile, uint32_t v_tile, c
   static_assert(kThreads % kChunks == 0 && kKeys % kRowsPerPass == 0);
   const int chunk = tid % kChunks;
   const int64_t kv_size = p.num_heads_kv * D;
-  const int block_size = static_cast<int>(p.block_size);
+  const int block_size = static_cast<int>(p.block_size), num_layers = static_cast<int>(p.num_layers);
+  const int layer = static_cast<int>(p.layer);
 #pragma unroll
   for (int r = tid / kChunks; r < kKeys; r += kRowsPerPass) {
     const int64_t key = k0 + r;
@@ -114,9 +123,9 @@ __device__ __forceinline__ void load_kv_tile(uint32_t k_tile, uint32_t v_tile, c
       const int k = static_cast<int>(key);
       const int32_t block = table[k / block_size];
       if (block >= 0) {
-        src = p.cache + ((static_cast<int64_t>(block) * p.num_layers + p.layer) * 2 * block_size + k % block_size) *
-                            kv_size +
-              kv_head * D + chunk * 8;
+        // Cache rows of kv_size elements: fewer than 2^31 of them (the host checks), so 32-bit arithmetic.
+        const int row = (block * num_layers + layer) * 2 * block_size + k % block_size;
+        src = p.cache + static_cast<int64_t>(row) * kv_size + kv_head * D + chunk * 8;
         valid = true;
       }
     }

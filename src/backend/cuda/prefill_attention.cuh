@@ -60,7 +60,10 @@ __global__ void __launch_bounds__(PrefillConfig<D>::kThreads, PrefillConfig<D>::
   const int pos_first = p.positions[seq_begin + tok_first];
   const int pos_max = pos_first + tok_last - tok_first;
   const int window = static_cast<int>(p.window);
-  const int key_lo = window == 0 ? 0 : max(0, pos_first - window + 1);
+  // Key tiles start at multiples of kKeys, wherever the row tile starts: a row then sees the same tiles in
+  // the same order however the sequence was cut into chunks (tiles wholly masked for a row leave its state
+  // exactly unchanged), so a prompt gives the same outputs with or without a reused prefix.
+  const int key_lo = (window == 0 ? 0 : max(0, pos_first - window + 1)) / C::kKeys * C::kKeys;
   const int num_tiles = (pos_max - key_lo) / C::kKeys + 1;
   const int32_t* table = p.block_tables + seq * p.max_blocks;
 
@@ -167,6 +170,7 @@ __global__ void __launch_bounds__(PrefillConfig<D>::kThreads, PrefillConfig<D>::
       }
 
       // Online softmax in base 2; the 4 lanes of a quad share a row.
+      float corrections[C::kMTiles][2];
 #pragma unroll
       for (int m = 0; m < C::kMTiles; ++m) {
 #pragma unroll
@@ -188,10 +192,22 @@ __global__ void __launch_bounds__(PrefillConfig<D>::kThreads, PrefillConfig<D>::
             sum += s[m][j][2 * h] + s[m][j][2 * h + 1];
           }
           row_sum[m][h] = row_sum[m][h] * correction + sum;
+          corrections[m][h] = correction;
+        }
+      }
+      // Once the running maxima settle, most blocks change none of the warp's rows: skip rescaling O then.
+      bool rescale = false;
+#pragma unroll
+      for (int m = 0; m < C::kMTiles; ++m) rescale |= corrections[m][0] != 1.0f || corrections[m][1] != 1.0f;
+      if (__any_sync(0xffffffffu, rescale)) {
+#pragma unroll
+        for (int m = 0; m < C::kMTiles; ++m) {
 #pragma unroll
           for (int n = 0; n < D / 8; ++n) {
-            o[m][n][2 * h] *= correction;
-            o[m][n][2 * h + 1] *= correction;
+            o[m][n][0] *= corrections[m][0];
+            o[m][n][1] *= corrections[m][0];
+            o[m][n][2] *= corrections[m][1];
+            o[m][n][3] *= corrections[m][1];
           }
         }
       }
@@ -252,11 +268,7 @@ void launch_prefill(const PagedAttentionParams& p, int64_t max_seq_tokens, cudaS
   const int group = static_cast<int>(p.num_heads / p.num_heads_kv);
   const int64_t tiles = (max_seq_tokens * group + C::kRows - 1) / C::kRows;
   const PrefillParams pp{p, static_cast<int>(tiles), group, p.scale * kLog2e};
-  // Once per process: a plain host call, nothing enqueued, so a launch inside a CUDA graph capture is fine.
-  static const bool configured = [] {
-    cudaFuncSetAttribute(prefill_attention_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(C::kSmemBytes));
-    return true;
-  }();
+  static const bool configured = (configure_smem(prefill_attention_kernel<D>, C::kSmemBytes), true);
   (void)configured;
   const dim3 grid(static_cast<unsigned>(p.num_seqs * tiles), static_cast<unsigned>(p.num_heads_kv));
   prefill_attention_kernel<D><<<grid, C::kThreads, C::kSmemBytes, stream>>>(pp);
