@@ -20,6 +20,9 @@ struct Case {
   std::vector<SeqSpec> seqs;
   int64_t block_size, window;
   AttentionShape shape;
+  // Released blocks are null in the table (as the KV cache leaves them); false keeps their ids, so a kernel
+  // that reads any key outside the window, even from a listed block, shows NaN.
+  bool null_released = true;
 };
 
 void run_case(const Case& c, uint32_t seed) {
@@ -65,7 +68,7 @@ void run_case(const Case& c, uint32_t seed) {
         poison_rows.insert(poison_rows.end(), static_cast<size_t>(row), NAN);
         poison_slots.push_back(int64_t{table[b]} * c.block_size + p % c.block_size);
       }
-      table[b] = kNullBlock;
+      if (c.null_released) table[b] = kNullBlock;
     }
   }
   const int64_t n_all = static_cast<int64_t>(all_slots.size()), n_new = static_cast<int64_t>(positions.size());
@@ -163,6 +166,11 @@ TEST(CudaAttention, PrefillLongCausalOverManyKeyTiles) {
   run_case({{{0, 520}, {700, 130}}, 16, 0, {8, 2, 128}}, 15);
 }
 
+TEST(CudaAttention, PrefillNeverReadsKeysBeforeTheWindowEvenFromListedBlocks) {
+  TIDE_REQUIRE_GPU();  // window starts that are not multiples of the key tile, NaN blocks still in the table
+  run_case({{{150, 70}, {0, 100}, {421, 9}}, 16, 70, {8, 2, 128}, false}, 16);
+}
+
 // --- tensor-core decode kernel: split over keys ---
 
 TEST(CudaAttention, DecodeLongContextManySplits) {
@@ -178,6 +186,11 @@ TEST(CudaAttention, DecodeFewTokensPerSequenceWindowBlockSize5) {
 TEST(CudaAttention, DecodeCommandAGroupWindow) {
   TIDE_REQUIRE_GPU();
   run_case({{{4500, 1}, {5000, 1}, {7, 1}, {4100, 2}}, 16, 4096, {96, 8, 128}}, 23);
+}
+
+TEST(CudaAttention, DecodeNeverReadsKeysBeforeTheWindowEvenFromListedBlocks) {
+  TIDE_REQUIRE_GPU();
+  run_case({{{3000, 1}, {517, 2}, {90, 1}}, 16, 300, {16, 4, 128}, false}, 26);
 }
 
 TEST(CudaAttention, DecodeHeadDim64MultiQuery) {

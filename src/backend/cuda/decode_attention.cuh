@@ -85,7 +85,7 @@ __global__ void __launch_bounds__(DecodeConfig<D>::kThreads, 2)
   for (int s = 0; s < C::kStages - 1; ++s) {
     if (s < num_tiles) {
       load_kv_tile<D, C::kKeys, C::kThreads>(kv_base + 2 * s * C::kTileBytes, kv_base + (2 * s + 1) * C::kTileBytes,
-                                             p, table, kv_head, lo + s * C::kKeys, hi, tid);
+                                             p, table, kv_head, lo + s * C::kKeys, lo, hi, tid);
     }
     cp_async_commit();
   }
@@ -101,7 +101,7 @@ __global__ void __launch_bounds__(DecodeConfig<D>::kThreads, 2)
       if (next < num_tiles) {
         load_kv_tile<D, C::kKeys, C::kThreads>(kv_base + 2 * stage * C::kTileBytes,
                                                kv_base + (2 * stage + 1) * C::kTileBytes, p, table, kv_head,
-                                               lo + next * C::kKeys, hi, tid);
+                                               lo + next * C::kKeys, lo, hi, tid);
       }
       cp_async_commit();
     }

@@ -101,12 +101,13 @@ __device__ __forceinline__ void score_16x16(float (&s)[2][4], uint32_t q_tile, i
 }
 
 // Gathers keys [k0, k0 + kKeys) of one KV head into K and V tiles (kThreads threads, 16-byte chunks): each
-// key's physical block comes from the block table; keys at or past key_end, and null blocks, are zero-filled
-// without reading the cache (a zero V row times a zero probability stays zero).
+// key's physical block comes from the block table. Keys outside [key_begin, key_end), and null blocks, are
+// zero-filled without reading the cache, so nothing outside the window is read (a zero V row times a zero
+// probability stays zero, where a stale row could hold NaN).
 template <int D, int kKeys, int kThreads>
 __device__ __forceinline__ void load_kv_tile(uint32_t k_tile, uint32_t v_tile, const PagedAttentionParams& p,
-                                             const int32_t* table, int64_t kv_head, int64_t k0, int64_t key_end,
-                                             int tid) {
+                                             const int32_t* table, int64_t kv_head, int64_t k0, int64_t key_begin,
+                                             int64_t key_end, int tid) {
   constexpr int kChunks = D / 8;
   constexpr int kRowsPerPass = kThreads / kChunks;
   static_assert(kThreads % kChunks == 0 && kKeys % kRowsPerPass == 0);
@@ -119,7 +120,7 @@ __device__ __forceinline__ void load_kv_tile(uint32_t k_tile, uint32_t v_tile, c
     const int64_t key = k0 + r;
     const bf16* src = p.cache;
     bool valid = false;
-    if (key < key_end) {
+    if (key >= key_begin && key < key_end) {
       const int k = static_cast<int>(key);
       const int32_t block = table[k / block_size];
       if (block >= 0) {

@@ -63,7 +63,8 @@ __global__ void __launch_bounds__(PrefillConfig<D>::kThreads, PrefillConfig<D>::
   // Key tiles start at multiples of kKeys, wherever the row tile starts: a row then sees the same tiles in
   // the same order however the sequence was cut into chunks (tiles wholly masked for a row leave its state
   // exactly unchanged), so a prompt gives the same outputs with or without a reused prefix.
-  const int key_lo = (window == 0 ? 0 : max(0, pos_first - window + 1)) / C::kKeys * C::kKeys;
+  const int first_read = window == 0 ? 0 : max(0, pos_first - window + 1);  // the first key any row sees
+  const int key_lo = first_read / C::kKeys * C::kKeys;
   const int num_tiles = (pos_max - key_lo) / C::kKeys + 1;
   const int32_t* table = p.block_tables + seq * p.max_blocks;
 
@@ -86,7 +87,7 @@ __global__ void __launch_bounds__(PrefillConfig<D>::kThreads, PrefillConfig<D>::
   for (int s = 0; s < C::kStages - 1; ++s) {
     if (s < num_tiles) {
       load_kv_tile<D, C::kKeys, C::kThreads>(kv_base + 2 * s * C::kTileBytes, kv_base + (2 * s + 1) * C::kTileBytes,
-                                             p, table, kv_head, key_lo + s * C::kKeys, pos_max + 1, tid);
+                                             p, table, kv_head, key_lo + s * C::kKeys, first_read, pos_max + 1, tid);
     }
     cp_async_commit();
   }
@@ -112,7 +113,7 @@ __global__ void __launch_bounds__(PrefillConfig<D>::kThreads, PrefillConfig<D>::
       if (next < num_tiles) {
         load_kv_tile<D, C::kKeys, C::kThreads>(kv_base + 2 * stage * C::kTileBytes,
                                                kv_base + (2 * stage + 1) * C::kTileBytes, p, table, kv_head,
-                                               key_lo + next * C::kKeys, pos_max + 1, tid);
+                                               key_lo + next * C::kKeys, first_read, pos_max + 1, tid);
       }
       cp_async_commit();
     }
