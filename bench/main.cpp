@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -25,8 +26,13 @@ struct Flags {
   std::string synthetic;
   std::optional<int64_t> num_layers;
   std::string out;
+  std::vector<std::string> sections{"decode", "prefill", "attention"};  // the ceilings always run
   BenchOptions options;
 };
+
+bool wants(const Flags& flags, const std::string& section) {
+  return std::find(flags.sections.begin(), flags.sections.end(), section) != flags.sections.end();
+}
 
 nlohmann::json device_json() {
   int device = 0;
@@ -76,16 +82,16 @@ int run(const Flags& flags) {
                      {"device", device_json()}, {"config", config_json(config)}};
   report.print_table_header();
   timed_section("ceilings", [&] { run_ceilings(flags.options, report); });
-  {
+  if (wants(flags, "decode") || wants(flags, "prefill")) {
     // The weights live on their own backend until prefill is done; each section brings its own for the rest.
     CudaBackend weights_backend;
     Cohere2Weights weights;
     timed_section("synthetic weights", [&] { weights = synthetic_weights(config, weights_backend); });
     const BenchModel model{config, weights};
-    timed_section("decode", [&] { run_decode(model, flags.options, report); });
-    timed_section("prefill", [&] { run_prefill(model, flags.options, report); });
+    if (wants(flags, "decode")) timed_section("decode", [&] { run_decode(model, flags.options, report); });
+    if (wants(flags, "prefill")) timed_section("prefill", [&] { run_prefill(model, flags.options, report); });
   }
-  timed_section("attention", [&] { run_attention(flags.options, report); });
+  if (wants(flags, "attention")) timed_section("attention", [&] { run_attention(flags.options, report); });
 
   const double total_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
   report.header()["wall_seconds"] = total_s;
@@ -109,6 +115,9 @@ int main(int argc, char** argv) {
   app.add_option("--synthetic", flags.synthetic, "r7b, command-a, or PATH/config.json")->required();
   app.add_option("--num-layers", flags.num_layers, "override the number of layers (the sliding pattern is kept)");
   app.add_option("--out", flags.out, "also write the JSON object to this file");
+  app.add_option("--sections", flags.sections, "sections to run besides the ceilings (decode, prefill, attention)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"decode", "prefill", "attention"}));
   app.add_flag("--quick", flags.options.quick, "fewer repetitions (the R7B run takes a few minutes at most)");
   app.add_option("--batches", flags.options.decode_batches, "decode batch sizes")->delimiter(',');
   app.add_option("--contexts", flags.options.decode_contexts, "decode context lengths")->delimiter(',');

@@ -3,8 +3,8 @@
 // keys [p - W + 1, p] (or [0, p]): tiles of 32 keys are staged in shared memory; each warp owns some of the
 // query heads, scores a tile with one key per lane, keeps an online softmax in f32 and accumulates V with
 // one output dimension per lane. A second kernel merges the splits. Keys are read only through the block
-// table and only inside the window, so released (null) blocks are never touched. CUDA cores, no tensor cores:
-// the tensor-core prefill kernel comes next.
+// table and only inside the window, so released (null) blocks are never touched. CUDA cores: the generic path
+// for head_dims the tensor-core kernels (prefill_attention.cuh, decode_attention.cuh) do not instantiate.
 #include <cfloat>
 
 #include "backend/cuda/kernels.h"

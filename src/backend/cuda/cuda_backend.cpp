@@ -240,15 +240,23 @@ void CudaBackend::store_kv(KvStorage& kv, int64_t layer, const Tensor& qkv, cons
                         kv.block_size, stream_);
 }
 
+// Sequences with at most this many new tokens go to the decode kernel (when every sequence has).
+constexpr int64_t kDecodeMaxTokens = 8;
+
 // out: [T, Hq * D], qkv: [T, (Hq + 2 Hkv) * D]
 void CudaBackend::attention(Tensor out, const Tensor& qkv, const KvStorage& kv, int64_t layer,
                             const AttentionBatch& batch, const AttentionShape& shape, int64_t window) {
-  if (!cuda::paged_attention_supports(shape.head_dim, shape.num_heads / shape.num_heads_kv)) {
-    fail("cuda backend: attention with head_dim {} and {} query heads per KV head is not supported (at most 256 "
-         "and 16)", shape.head_dim, shape.num_heads / shape.num_heads_kv);
+  const int64_t group = shape.num_heads / shape.num_heads_kv;
+  const bool mma = cuda::mma_attention_supports(shape.head_dim);
+  if (!mma && !cuda::paged_attention_supports(shape.head_dim, group)) {
+    fail("cuda backend: attention with head_dim {} and {} query heads per KV head is not supported (head_dim 64, "
+         "128, 256, or at most 256 with at most 16 query heads per KV head)", shape.head_dim, group);
   }
   TIDE_CHECK(qkv.dim(1) == (shape.num_heads + 2 * shape.num_heads_kv) * shape.head_dim);
   TIDE_CHECK(out.dim(1) == shape.num_heads * shape.head_dim && batch.block_size == kv.block_size);
+  // The kernels index cache rows (one token's K or V of one layer) and positions with 32-bit integers.
+  TIDE_CHECK(kv.data.dim(0) * kv.num_layers * 2 * kv.block_size < (int64_t{1} << 31));
+  TIDE_CHECK(batch.max_position < (int64_t{1} << 30) && qkv.dim(0) * shape.num_heads < (int64_t{1} << 31));
   cuda::PagedAttentionParams p{};
   p.out = bf(out, "attention output");
   p.qkv = bf(qkv, "qkv");
@@ -268,12 +276,21 @@ void CudaBackend::attention(Tensor out, const Tensor& qkv, const KvStorage& kv, 
   p.num_blocks = kv.data.dim(0);
   p.window = window;
   p.scale = 1.0f / std::sqrt(static_cast<float>(shape.head_dim));
-  // Batches with prefill chunks go to the tensor-core kernel; decode-only batches to the split-KV kernel.
-  if (batch.max_seq_tokens >= 16 && cuda::flash_attention_supports(shape.head_dim)) {
-    cuda::launch_flash_attention(p, batch.max_seq_tokens, stream_);
+  const int64_t max_keys = window == 0 ? batch.max_position + 1 : std::min(window, batch.max_position + 1);
+  if (mma) {
+    // Few new tokens per sequence: one CTA per token, split over the keys. Otherwise row tiles of one
+    // sequence's tokens, which read each K/V tile once for all of them.
+    if (batch.max_seq_tokens <= kDecodeMaxTokens && cuda::mma_decode_supports(shape.head_dim, group)) {
+      const int splits = cuda::mma_decode_splits(p.num_tokens, p.num_heads_kv, max_keys, num_sms_);
+      const int64_t slots = splits > 1 ? p.num_tokens * p.num_heads * splits : 1;
+      const Tensor part_out = alloc(DType::kF32, Shape{slots, shape.head_dim});
+      const Tensor part_ml = alloc(DType::kF32, Shape{slots, 2});
+      cuda::launch_mma_decode(p, part_out.as<float>(), part_ml.as<float>(), splits, stream_);
+    } else {
+      cuda::launch_mma_prefill(p, batch.max_seq_tokens, stream_);
+    }
     return;
   }
-  const int64_t max_keys = window == 0 ? batch.max_position + 1 : std::min(window, batch.max_position + 1);
   const int splits = cuda::paged_attention_splits(p.num_tokens, p.num_heads_kv, max_keys, num_sms_);
   const int64_t slots = p.num_tokens * p.num_heads * splits;
   const Tensor part_out = alloc(DType::kF32, Shape{slots, shape.head_dim});

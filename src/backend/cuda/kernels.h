@@ -55,11 +55,21 @@ struct PagedAttentionParams {
   int64_t window;              // 0: global
   float scale;
 };
-// Tensor-core attention for batches with prefill chunks (flash_attention.cu): whether it handles head_dim,
-// and the launch; max_seq_tokens is the most new tokens any sequence has in the batch (host value).
-bool flash_attention_supports(int64_t head_dim);
-void launch_flash_attention(const PagedAttentionParams& p, int64_t max_seq_tokens, cudaStream_t stream);
+// Tensor-core attention (mma.sync), head_dim 64, 128 or 256 (mma_attention.cu).
+bool mma_attention_supports(int64_t head_dim);
+// Prefill / chunked prefill: any batch, any number of query heads per KV head; max_seq_tokens is the most new
+// tokens any sequence has in the batch (host value; sizes the grid).
+void launch_mma_prefill(const PagedAttentionParams& p, int64_t max_seq_tokens, cudaStream_t stream);
+// Decode (one CTA per token, KV head and split of the keys): at most 16 query heads per KV head.
+bool mma_decode_supports(int64_t head_dim, int64_t group);
+// How many splits of the keys a decode launch uses on a GPU with `num_sms` multiprocessors, when a token
+// attends to at most `max_keys` keys.
+int mma_decode_splits(int64_t num_tokens, int64_t num_heads_kv, int64_t max_keys, int num_sms);
+// part_out: [T, Hq, splits, D] f32 and part_ml: [T, Hq, splits, 2] f32 scratch (unused with one split).
+void launch_mma_decode(const PagedAttentionParams& p, float* part_out, float* part_ml, int num_splits,
+                       cudaStream_t stream);
 
+// Generic CUDA-core kernel (attention.cu), for head_dims the tensor-core kernels do not instantiate.
 // Whether the attention kernel handles this head_dim and number of query heads per KV head.
 bool paged_attention_supports(int64_t head_dim, int64_t group);
 // How many splits of the keys a launch uses for this batch on a GPU with `num_sms` multiprocessors, when a

@@ -1,0 +1,10 @@
+// The tensor-core attention kernels for head_dim 128 (one file per head_dim, so builds run in parallel).
+#include "backend/cuda/decode_attention.cuh"
+#include "backend/cuda/prefill_attention.cuh"
+
+namespace tide::cuda::mma {
+
+template void launch_prefill<128>(const PagedAttentionParams&, int64_t, cudaStream_t);
+template void launch_decode<128>(const PagedAttentionParams&, float*, float*, int, cudaStream_t);
+
+}  // namespace tide::cuda::mma

@@ -1,0 +1,241 @@
+// Decode attention on tensor cores (mma.sync m16n8k16), split over keys (flash-decoding style), over the
+// paged window-aware KV cache. Template on head_dim; included by attention_d<D>.cu.
+//
+// A CTA serves one token and one KV head: the group's query heads are the 16 rows of one mma tile (padded
+// with zero rows), against one split of the token's keys [max(0, p - W + 1), p]. The 4 warps load K/V tiles
+// of 64 keys together (cp.async, kStages deep, so enough bytes are in flight to keep HBM busy) and each warp
+// scores and accumulates its own 16 keys of every tile with its own online softmax; the warps' states merge
+// in shared memory at the end. With one split the CTA writes the output; otherwise it writes an unnormalized
+// partial (O, max, sum) that merge_splits_kernel combines. Only blocks inside the window are read.
+#pragma once
+
+#include <cfloat>
+
+#include "backend/cuda/mma_attention.cuh"
+
+namespace tide::cuda::mma {
+
+template <int D>
+struct DecodeConfig {
+  static constexpr int kWarps = 4;
+  static constexpr int kThreads = 32 * kWarps;
+  static constexpr int kKeys = 16 * kWarps;  // a tile: 16 keys per warp
+  static constexpr int kStages = D <= 128 ? 3 : 2;
+  static constexpr int kTileBytes = kKeys * D * 2;
+  static constexpr size_t kSmemBytes = static_cast<size_t>(16 * D * 2 + 2 * kStages * kTileBytes);
+  // The end-of-loop merge reuses the K/V stages: per warp 16 rows of O (f32) and (max, sum) per row.
+  static_assert(kWarps * 16 * (D + 2) * 4 <= 2 * kStages * kTileBytes);
+};
+
+struct DecodeParams {
+  PagedAttentionParams p;
+  float* part_out;  // [T, Hq, splits, D] f32: sum_k e^(s_k - max) v_k of one split
+  float* part_ml;   // [T, Hq, splits, 2] f32: (max score, sum_k e^(s_k - max)), max in raw score units
+  int num_splits;
+  int group;
+  float scale_log2;
+};
+
+__device__ inline int64_t sequence_of(const int32_t* seq_starts, int64_t num_seqs, int64_t t) {
+  int64_t lo = 0, hi = num_seqs - 1;  // the last s with seq_starts[s] <= t
+  while (lo < hi) {
+    const int64_t mid = (lo + hi + 1) / 2;
+    if (seq_starts[mid] <= t) lo = mid; else hi = mid - 1;
+  }
+  return lo;
+}
+
+template <int D>
+__global__ void __launch_bounds__(DecodeConfig<D>::kThreads, 2)
+    decode_attention_kernel(const __grid_constant__ DecodeParams dp) {
+  using C = DecodeConfig<D>;
+  const PagedAttentionParams& p = dp.p;
+  const int64_t t = blockIdx.x, kv_head = blockIdx.y;
+  const int split = blockIdx.z;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int group = dp.group;
+
+  const int64_t pos = p.positions[t];
+  const int64_t first = p.window == 0 ? 0 : max(int64_t{0}, pos - p.window + 1);
+  // Splits are whole tiles, so every CTA but the last of a token runs full tiles.
+  const int64_t per_split = ((pos - first + 1 + dp.num_splits - 1) / dp.num_splits + C::kKeys - 1) / C::kKeys * C::kKeys;
+  const int64_t lo = first + split * per_split, hi = min(pos + 1, lo + per_split);  // keys [lo, hi)
+  const int64_t slot0 = (t * p.num_heads + kv_head * group) * dp.num_splits + split;  // head h: + h * num_splits
+  if (lo >= hi) {  // an empty split (short context): contributes nothing to the merge
+    for (int h = tid; h < group; h += C::kThreads) {
+      dp.part_ml[(slot0 + h * dp.num_splits) * 2] = -INFINITY;
+      dp.part_ml[(slot0 + h * dp.num_splits) * 2 + 1] = 0.0f;
+    }
+    return;
+  }
+  const int64_t num_tiles = (hi - lo + C::kKeys - 1) / C::kKeys;
+  const int32_t* table = p.block_tables + sequence_of(p.seq_starts, p.num_seqs, t) * p.max_blocks;
+
+  extern __shared__ __align__(128) unsigned char smem[];
+  const uint32_t q_tile = smem_addr(smem);
+  const uint32_t kv_base = q_tile + 16 * D * 2;
+  const int64_t row_size = (p.num_heads + 2 * p.num_heads_kv) * D;
+  for (int i = tid; i < 16 * (D / 8); i += C::kThreads) {
+    const int r = i / (D / 8), c = i % (D / 8);
+    const bool valid = r < group;
+    const bf16* src = valid ? p.qkv + t * row_size + (kv_head * group + r) * D + c * 8 : p.qkv;
+    cp_async_16(q_tile + swizzle<D>(r, c), src, valid);
+  }
+#pragma unroll
+  for (int s = 0; s < C::kStages - 1; ++s) {
+    if (s < num_tiles) {
+      load_kv_tile<D, C::kKeys, C::kThreads>(kv_base + 2 * s * C::kTileBytes, kv_base + (2 * s + 1) * C::kTileBytes,
+                                             p, table, kv_head, lo + s * C::kKeys, lo, hi, tid);
+    }
+    cp_async_commit();
+  }
+
+  float o[D / 8][4] = {};
+  float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
+  for (int64_t it = 0; it < num_tiles; ++it) {
+    cp_async_wait<C::kStages - 2>();
+    __syncthreads();  // tile `it` landed for all threads; every warp is done with tile it - 1's stage
+    {
+      const int64_t next = it + C::kStages - 1;
+      const int stage = static_cast<int>(next % C::kStages);
+      if (next < num_tiles) {
+        load_kv_tile<D, C::kKeys, C::kThreads>(kv_base + 2 * stage * C::kTileBytes,
+                                               kv_base + (2 * stage + 1) * C::kTileBytes, p, table, kv_head,
+                                               lo + next * C::kKeys, lo, hi, tid);
+      }
+      cp_async_commit();
+    }
+    const int stage = static_cast<int>(it % C::kStages);
+    const uint32_t k_tile = kv_base + 2 * stage * C::kTileBytes, v_tile = k_tile + C::kTileBytes;
+    const int64_t k0 = lo + it * C::kKeys + 16 * warp;  // this warp's keys [k0, k0 + 16)
+    if (k0 >= hi) continue;  // the last tile may not reach this warp
+
+    float s[2][4] = {};
+    score_16x16<D>(s, q_tile, 0, k_tile, 16 * warp, lane);
+    if (k0 + 16 > hi) {
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          if (k0 + 8 * j + 2 * (lane % 4) + (e & 1) >= hi) s[j][e] = -INFINITY;
+        }
+      }
+    }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float mx = fmaxf(row_max[h], fmaxf(fmaxf(s[0][2 * h], s[0][2 * h + 1]), fmaxf(s[1][2 * h], s[1][2 * h + 1])));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float base = mx * dp.scale_log2;  // finite: the warp's first key is visible
+      const float correction = ex2(row_max[h] * dp.scale_log2 - base);
+      row_max[h] = mx;
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        s[j][2 * h] = ex2(fmaf(s[j][2 * h], dp.scale_log2, -base));
+        s[j][2 * h + 1] = ex2(fmaf(s[j][2 * h + 1], dp.scale_log2, -base));
+      }
+      row_sum[h] = row_sum[h] * correction + s[0][2 * h] + s[0][2 * h + 1] + s[1][2 * h] + s[1][2 * h + 1];
+#pragma unroll
+      for (int n = 0; n < D / 8; ++n) {
+        o[n][2 * h] *= correction;
+        o[n][2 * h + 1] *= correction;
+      }
+    }
+    const uint32_t a[4] = {pack_bf16(s[0][0], s[0][1]), pack_bf16(s[0][2], s[0][3]), pack_bf16(s[1][0], s[1][1]),
+                           pack_bf16(s[1][2], s[1][3])};
+#pragma unroll
+    for (int nd = 0; nd < D / 16; ++nd) {
+      uint32_t b[4];
+      ldmatrix_x4_trans(b, v_tile + swizzle<D>(16 * warp + lane % 8 + ((lane / 8) % 2) * 8, 2 * nd + lane / 16));
+      mma_bf16(o[2 * nd], a, b[0], b[1]);
+      mma_bf16(o[2 * nd + 1], a, b[2], b[3]);
+    }
+  }
+  cp_async_wait<0>();
+  __syncthreads();  // the K/V stages are free: they hold the warps' states now
+
+  float* o_s = reinterpret_cast<float*>(smem + 16 * D * 2);  // [warp][16][D]
+  float* ml_s = o_s + C::kWarps * 16 * D;                     // [warp][16][2]
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float l = row_sum[h];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    const int r = lane / 4 + 8 * h;
+#pragma unroll
+    for (int n = 0; n < D / 8; ++n) {
+      *reinterpret_cast<float2*>(o_s + (warp * 16 + r) * D + 8 * n + 2 * (lane % 4)) =
+          make_float2(o[n][2 * h], o[n][2 * h + 1]);
+    }
+    if (lane % 4 == 0) {
+      ml_s[(warp * 16 + r) * 2] = row_max[h];
+      ml_s[(warp * 16 + r) * 2 + 1] = l;
+    }
+  }
+  __syncthreads();
+
+  for (int i = tid; i < group * D; i += C::kThreads) {
+    const int r = i / D, e = i % D;
+    float m_all = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < C::kWarps; ++w) m_all = fmaxf(m_all, ml_s[(w * 16 + r) * 2]);
+    float l_all = 0.0f, o_all = 0.0f;
+#pragma unroll
+    for (int w = 0; w < C::kWarps; ++w) {
+      const float weight = ex2((ml_s[(w * 16 + r) * 2] - m_all) * dp.scale_log2);  // 0 for an idle warp
+      l_all += weight * ml_s[(w * 16 + r) * 2 + 1];
+      o_all += weight * o_s[(w * 16 + r) * D + e];
+    }
+    if (dp.num_splits == 1) {
+      p.out[(t * p.num_heads + kv_head * group + r) * D + e] = __float2bfloat16(o_all / l_all);
+    } else {
+      const int64_t slot = slot0 + r * dp.num_splits;
+      dp.part_out[slot * D + e] = o_all;
+      if (e == 0) {
+        dp.part_ml[slot * 2] = m_all;
+        dp.part_ml[slot * 2 + 1] = l_all;
+      }
+    }
+  }
+}
+
+// Combines the splits of one (token, query head): out = sum_s w_s O_s / sum_s w_s l_s, w_s = 2^((m_s - M) c).
+static __global__ void merge_splits_kernel(const __grid_constant__ DecodeParams dp) {
+  const PagedAttentionParams& p = dp.p;
+  const int64_t d = p.head_dim;
+  const int64_t slot0 = (blockIdx.x * p.num_heads + blockIdx.y) * dp.num_splits;
+  float m_all = -INFINITY;
+  for (int s = 0; s < dp.num_splits; ++s) m_all = fmaxf(m_all, dp.part_ml[(slot0 + s) * 2]);
+  float l_all = 0.0f;
+  for (int s = 0; s < dp.num_splits; ++s) {
+    l_all += dp.part_ml[(slot0 + s) * 2 + 1] * ex2((dp.part_ml[(slot0 + s) * 2] - m_all) * dp.scale_log2);
+  }
+  for (int64_t e = threadIdx.x; e < d; e += blockDim.x) {
+    float o = 0.0f;
+    for (int s = 0; s < dp.num_splits; ++s) {
+      const float m = dp.part_ml[(slot0 + s) * 2];
+      if (m != -INFINITY) o += dp.part_out[(slot0 + s) * d + e] * ex2((m - m_all) * dp.scale_log2);
+    }
+    p.out[(blockIdx.x * p.num_heads + blockIdx.y) * d + e] = __float2bfloat16(o / l_all);
+  }
+}
+
+template <int D>
+void launch_decode(const PagedAttentionParams& p, float* part_out, float* part_ml, int num_splits,
+                   cudaStream_t stream) {
+  using C = DecodeConfig<D>;
+  if (p.num_tokens == 0) return;
+  const DecodeParams dp{p, part_out, part_ml, num_splits, static_cast<int>(p.num_heads / p.num_heads_kv),
+                        p.scale * kLog2e};
+  static const bool configured = (configure_smem(decode_attention_kernel<D>, C::kSmemBytes), true);
+  (void)configured;
+  const dim3 grid(static_cast<unsigned>(p.num_tokens), static_cast<unsigned>(p.num_heads_kv),
+                  static_cast<unsigned>(num_splits));
+  decode_attention_kernel<D><<<grid, C::kThreads, C::kSmemBytes, stream>>>(dp);
+  if (num_splits > 1) {
+    merge_splits_kernel<<<dim3(static_cast<unsigned>(p.num_tokens), static_cast<unsigned>(p.num_heads)), 128, 0,
+                          stream>>>(dp);
+  }
+}
+
+}  // namespace tide::cuda::mma

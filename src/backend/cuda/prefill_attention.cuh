@@ -1,0 +1,278 @@
+// Prefill / chunked-prefill attention on tensor cores (mma.sync m16n8k16, bf16 in, f32 accumulate),
+// FlashAttention-2 style, over the paged window-aware KV cache. Template on head_dim; included by the
+// instantiation files attention_d<D>.cu.
+//
+// A CTA of 4 warps serves kRows consecutive packed rows of one sequence and one KV head, a row being
+// (new token, query head of the group): the K/V tiles of a group are read once for all its query heads.
+// Each warp owns kMTiles x 16 rows (32 for head_dim <= 128, so that ldmatrix traffic does not limit the
+// tensor cores). K/V tiles of kKeys keys are gathered through the block table with cp.async into
+// XOR-swizzled shared memory, double-buffered. S = Q K^T, the online softmax and P stay in registers: the
+// S accumulator fragments are repacked as bf16 A fragments of P V. Only key tiles inside some row's
+// [window start, position] range are visited, and only tiles on a boundary are masked. Non-goals: head_dim
+// not in {64, 128, 256} (the generic kernel in attention.cu serves those).
+#pragma once
+
+#include <cfloat>
+
+#include "backend/cuda/mma_attention.cuh"
+
+namespace tide::cuda::mma {
+
+template <int D>
+struct PrefillConfig {
+  static constexpr int kWarps = 4;
+  static constexpr int kThreads = 32 * kWarps;
+  static constexpr int kMTiles = D <= 128 ? 2 : 1;  // 16-row mma tiles per warp
+  static constexpr int kRows = kWarps * 16 * kMTiles;
+  static constexpr int kKeys = D <= 128 ? 64 : 32;  // keys per K/V tile (one barrier per tile)
+  static constexpr int kSubKeys = 32;                // keys per S block in registers
+  static constexpr int kStages = 2;
+  static constexpr int kTileBytes = kKeys * D * 2;
+  static constexpr size_t kSmemBytes = static_cast<size_t>(kRows * D * 2 + 2 * kStages * kTileBytes);
+  static constexpr int kMinBlocks = 2;  // CTAs per SM (96 KB of shared memory each at D = 128)
+};
+
+struct PrefillParams {
+  PagedAttentionParams p;
+  int tiles_per_seq;      // row tiles per sequence, from the longest sequence of the batch
+  int group;              // query heads per KV head
+  float scale_log2;       // D^-0.5 * log2(e): softmax in base 2
+};
+
+template <int D>
+__global__ void __launch_bounds__(PrefillConfig<D>::kThreads, PrefillConfig<D>::kMinBlocks)
+    prefill_attention_kernel(const __grid_constant__ PrefillParams pp) {
+  using C = PrefillConfig<D>;
+  const PagedAttentionParams& p = pp.p;
+  const int seq = static_cast<int>(blockIdx.x) / pp.tiles_per_seq;
+  // Later row tiles see more keys under a causal mask: launch them first so the short ones fill the tail.
+  const int row_tile = pp.tiles_per_seq - 1 - static_cast<int>(blockIdx.x) % pp.tiles_per_seq;
+  const int64_t kv_head = blockIdx.y;
+  const int64_t seq_begin = p.seq_starts[seq];
+  const int group = pp.group;
+  // 32-bit row and position arithmetic: a 64-bit division is a call, and calls spill registers.
+  const int num_rows = (p.seq_starts[seq + 1] - static_cast<int>(seq_begin)) * group;
+  const int row0 = static_cast<int>(row_tile) * C::kRows;
+  if (row0 >= num_rows) return;
+
+  // The new tokens of a sequence have consecutive positions.
+  const int tok_first = row0 / group, tok_last = (min(num_rows, row0 + C::kRows) - 1) / group;
+  const int pos_first = p.positions[seq_begin + tok_first];
+  const int pos_max = pos_first + tok_last - tok_first;
+  const int window = static_cast<int>(p.window);
+  // Key tiles start at multiples of kKeys, wherever the row tile starts: a row then sees the same tiles in
+  // the same order however the sequence was cut into chunks (tiles wholly masked for a row leave its state
+  // exactly unchanged), so a prompt gives the same outputs with or without a reused prefix.
+  const int first_read = window == 0 ? 0 : max(0, pos_first - window + 1);  // the first key any row sees
+  const int key_lo = first_read / C::kKeys * C::kKeys;
+  const int num_tiles = (pos_max - key_lo) / C::kKeys + 1;
+  const int32_t* table = p.block_tables + seq * p.max_blocks;
+
+  extern __shared__ __align__(128) unsigned char smem[];
+  const uint32_t q_tile = smem_addr(smem);
+  const uint32_t kv_base = q_tile + C::kRows * D * 2;  // stage s: K at + 2 s kTileBytes, V after it
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int64_t row_size = (p.num_heads + 2 * p.num_heads_kv) * D;
+
+  // Q rows (zero past the sequence's rows), in the same cp.async group as the first K/V tile.
+  for (int i = tid; i < C::kRows * (D / 8); i += C::kThreads) {
+    const int r = i / (D / 8), c = i % (D / 8);
+    const int row = row0 + r;
+    const bool valid = row < num_rows;
+    const bf16* src = valid ? p.qkv + (seq_begin + row / group) * row_size + (kv_head * group + row % group) * D + c * 8
+                            : p.qkv;
+    cp_async_16(q_tile + swizzle<D>(r, c), src, valid);
+  }
+#pragma unroll
+  for (int s = 0; s < C::kStages - 1; ++s) {
+    if (s < num_tiles) {
+      load_kv_tile<D, C::kKeys, C::kThreads>(kv_base + 2 * s * C::kTileBytes, kv_base + (2 * s + 1) * C::kTileBytes,
+                                             p, table, kv_head, key_lo + s * C::kKeys, first_read, pos_max + 1, tid);
+    }
+    cp_async_commit();
+  }
+
+  // This thread's rows are warp_row + 16 m + lane / 4 + 8 h (h = 0, 1) of the tile.
+  const int warp_row = warp * 16 * C::kMTiles;
+  const int pos_min = pos_first;
+
+  float o[C::kMTiles][D / 8][4] = {};
+  float row_max[C::kMTiles][2], row_sum[C::kMTiles][2];  // row_sum: this thread's part of the row
+#pragma unroll
+  for (int m = 0; m < C::kMTiles; ++m) {
+    row_max[m][0] = row_max[m][1] = -INFINITY;
+    row_sum[m][0] = row_sum[m][1] = 0.0f;
+  }
+
+  for (int it = 0; it < num_tiles; ++it) {
+    cp_async_wait<C::kStages - 2>();
+    __syncthreads();  // tile `it` landed for all threads; every warp is done with tile it - 1's stage
+    {
+      const int next = it + C::kStages - 1;
+      const int stage = next % C::kStages;
+      if (next < num_tiles) {
+        load_kv_tile<D, C::kKeys, C::kThreads>(kv_base + 2 * stage * C::kTileBytes,
+                                               kv_base + (2 * stage + 1) * C::kTileBytes, p, table, kv_head,
+                                               key_lo + next * C::kKeys, first_read, pos_max + 1, tid);
+      }
+      cp_async_commit();
+    }
+    const int stage = it % C::kStages;
+    const uint32_t k_tile = kv_base + 2 * stage * C::kTileBytes, v_tile = k_tile + C::kTileBytes;
+    // S blocks of kSubKeys keys: scores, softmax and P of 32 rows x 32 keys stay in registers.
+#pragma unroll 1
+    for (int sub = 0; sub < C::kKeys / C::kSubKeys; ++sub) {
+      const int k0 = key_lo + it * C::kKeys + sub * C::kSubKeys;
+
+      // S = Q K^T: A fragments of both m-tiles are loaded once per 16 dims and reused over all keys.
+      float s[C::kMTiles][C::kSubKeys / 8][4] = {};
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk) {
+        uint32_t a[C::kMTiles][4];
+#pragma unroll
+        for (int m = 0; m < C::kMTiles; ++m) {
+          ldmatrix_x4(a[m], q_tile + swizzle<D>(warp_row + 16 * m + lane % 16, 2 * kk + lane / 16));
+        }
+#pragma unroll
+        for (int nn = 0; nn < C::kSubKeys / 16; ++nn) {
+          uint32_t b[4];
+          ldmatrix_x4(b, k_tile + swizzle<D>(sub * C::kSubKeys + 16 * nn + (lane / 16) * 8 + lane % 8, 2 * kk + (lane / 8) % 2));
+#pragma unroll
+          for (int m = 0; m < C::kMTiles; ++m) {
+            mma_bf16(s[m][2 * nn], a[m], b[0], b[1]);
+            mma_bf16(s[m][2 * nn + 1], a[m], b[2], b[3]);
+          }
+        }
+      }
+
+      // Mask only tiles that some row does not see whole: past the first row's position, or before the last
+      // row's window start.
+      const bool boundary = k0 + C::kSubKeys - 1 > pos_min || (window != 0 && k0 < pos_max - window + 1);
+      if (boundary) {
+        const int key_base = k0 + 2 * (lane % 4);
+#pragma unroll
+        for (int m = 0; m < C::kMTiles; ++m) {
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            // Padding rows past the sequence get position -1: every key masked.
+            const int row = row0 + warp_row + 16 * m + lane / 4 + 8 * h;
+            const int pos = row < num_rows ? pos_first + row / group - tok_first : -1;
+            const int first_key = window == 0 ? 0 : pos - window + 1;
+#pragma unroll
+            for (int j = 0; j < C::kSubKeys / 8; ++j) {
+#pragma unroll
+              for (int e = 0; e < 2; ++e) {
+                const int key = key_base + 8 * j + e;
+                if (key > pos || key < first_key) s[m][j][2 * h + e] = -INFINITY;
+              }
+            }
+          }
+        }
+      }
+
+      // Online softmax in base 2; the 4 lanes of a quad share a row.
+      float corrections[C::kMTiles][2];
+#pragma unroll
+      for (int m = 0; m < C::kMTiles; ++m) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          float mx = row_max[m][h];
+#pragma unroll
+          for (int j = 0; j < C::kSubKeys / 8; ++j) mx = fmaxf(mx, fmaxf(s[m][j][2 * h], s[m][j][2 * h + 1]));
+          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+          // A row with no visible key yet keeps max -inf; subtract 0 then so exp gives 0, not NaN.
+          const float base = mx == -INFINITY ? 0.0f : mx * pp.scale_log2;
+          const float correction = ex2(row_max[m][h] * pp.scale_log2 - base);
+          row_max[m][h] = mx;
+          float sum = 0.0f;
+#pragma unroll
+          for (int j = 0; j < C::kSubKeys / 8; ++j) {
+            s[m][j][2 * h] = ex2(fmaf(s[m][j][2 * h], pp.scale_log2, -base));
+            s[m][j][2 * h + 1] = ex2(fmaf(s[m][j][2 * h + 1], pp.scale_log2, -base));
+            sum += s[m][j][2 * h] + s[m][j][2 * h + 1];
+          }
+          row_sum[m][h] = row_sum[m][h] * correction + sum;
+          corrections[m][h] = correction;
+        }
+      }
+      // Once the running maxima settle, most blocks change none of the warp's rows: skip rescaling O then.
+      bool rescale = false;
+#pragma unroll
+      for (int m = 0; m < C::kMTiles; ++m) rescale |= corrections[m][0] != 1.0f || corrections[m][1] != 1.0f;
+      if (__any_sync(0xffffffffu, rescale)) {
+#pragma unroll
+        for (int m = 0; m < C::kMTiles; ++m) {
+#pragma unroll
+          for (int n = 0; n < D / 8; ++n) {
+            o[m][n][0] *= corrections[m][0];
+            o[m][n][1] *= corrections[m][0];
+            o[m][n][2] *= corrections[m][1];
+            o[m][n][3] *= corrections[m][1];
+          }
+        }
+      }
+
+      // O += P V, P repacked from the S accumulators (columns 2t, 2t+1 of key tiles 2kk and 2kk+1 are exactly
+      // the A fragment of keys [16 kk, 16 kk + 16)).
+#pragma unroll
+      for (int kk = 0; kk < C::kSubKeys / 16; ++kk) {
+        uint32_t a[C::kMTiles][4];
+#pragma unroll
+        for (int m = 0; m < C::kMTiles; ++m) {
+          a[m][0] = pack_bf16(s[m][2 * kk][0], s[m][2 * kk][1]);
+          a[m][1] = pack_bf16(s[m][2 * kk][2], s[m][2 * kk][3]);
+          a[m][2] = pack_bf16(s[m][2 * kk + 1][0], s[m][2 * kk + 1][1]);
+          a[m][3] = pack_bf16(s[m][2 * kk + 1][2], s[m][2 * kk + 1][3]);
+        }
+#pragma unroll
+        for (int nd = 0; nd < D / 16; ++nd) {
+          uint32_t b[4];
+          ldmatrix_x4_trans(
+              b, v_tile + swizzle<D>(sub * C::kSubKeys + 16 * kk + lane % 8 + ((lane / 8) % 2) * 8, 2 * nd + lane / 16));
+#pragma unroll
+          for (int m = 0; m < C::kMTiles; ++m) {
+            mma_bf16(o[m][2 * nd], a[m], b[0], b[1]);
+            mma_bf16(o[m][2 * nd + 1], a[m], b[2], b[3]);
+          }
+        }
+      }
+    }
+  }
+  cp_async_wait<0>();
+
+  // out = O / l; each quad writes 16 contiguous bytes per 8 columns of a row.
+#pragma unroll
+  for (int m = 0; m < C::kMTiles; ++m) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float l = row_sum[m][h];
+      l += __shfl_xor_sync(0xffffffffu, l, 1);
+      l += __shfl_xor_sync(0xffffffffu, l, 2);
+      const int row = row0 + warp_row + 16 * m + lane / 4 + 8 * h;
+      if (row >= num_rows) continue;
+      const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+      bf16* out = p.out + (seq_begin + row / group) * p.num_heads * D + (kv_head * group + row % group) * D +
+                  2 * (lane % 4);
+#pragma unroll
+      for (int n = 0; n < D / 8; ++n) {
+        *reinterpret_cast<uint32_t*>(out + 8 * n) = pack_bf16(o[m][n][2 * h] * inv, o[m][n][2 * h + 1] * inv);
+      }
+    }
+  }
+}
+
+template <int D>
+void launch_prefill(const PagedAttentionParams& p, int64_t max_seq_tokens, cudaStream_t stream) {
+  using C = PrefillConfig<D>;
+  if (p.num_tokens == 0) return;
+  const int group = static_cast<int>(p.num_heads / p.num_heads_kv);
+  const int64_t tiles = (max_seq_tokens * group + C::kRows - 1) / C::kRows;
+  const PrefillParams pp{p, static_cast<int>(tiles), group, p.scale * kLog2e};
+  static const bool configured = (configure_smem(prefill_attention_kernel<D>, C::kSmemBytes), true);
+  (void)configured;
+  const dim3 grid(static_cast<unsigned>(p.num_seqs * tiles), static_cast<unsigned>(p.num_heads_kv));
+  prefill_attention_kernel<D><<<grid, C::kThreads, C::kSmemBytes, stream>>>(pp);
+}
+
+}  // namespace tide::cuda::mma
