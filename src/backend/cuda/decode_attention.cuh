@@ -141,14 +141,22 @@ __global__ void __launch_bounds__(DecodeConfig<D>::kThreads, 2)
         o[n][2 * h + 1] *= correction;
       }
     }
-    const uint32_t a[4] = {pack_bf16(s[0][0], s[0][1]), pack_bf16(s[0][2], s[0][3]), pack_bf16(s[1][0], s[1][1]),
-                           pack_bf16(s[1][2], s[1][3])};
+    // P goes through the P·V mma as a bf16 head and tail (split_bf16): as accurate as f32 probabilities, for
+    // twice the P·V mmas, which this memory-bound kernel has time for. (Prefill, compute-bound, rounds P to
+    // bf16 as FlashAttention does.)
+    uint32_t a[4], a_tail[4];
+    split_bf16(s[0][0], s[0][1], a[0], a_tail[0]);
+    split_bf16(s[0][2], s[0][3], a[1], a_tail[1]);
+    split_bf16(s[1][0], s[1][1], a[2], a_tail[2]);
+    split_bf16(s[1][2], s[1][3], a[3], a_tail[3]);
 #pragma unroll
     for (int nd = 0; nd < D / 16; ++nd) {
       uint32_t b[4];
       ldmatrix_x4_trans(b, v_tile + swizzle<D>(16 * warp + lane % 8 + ((lane / 8) % 2) * 8, 2 * nd + lane / 16));
       mma_bf16(o[2 * nd], a, b[0], b[1]);
       mma_bf16(o[2 * nd + 1], a, b[2], b[3]);
+      mma_bf16(o[2 * nd], a_tail, b[0], b[1]);
+      mma_bf16(o[2 * nd + 1], a_tail, b[2], b[3]);
     }
   }
   cp_async_wait<0>();

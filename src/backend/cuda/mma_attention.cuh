@@ -67,6 +67,15 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   return *reinterpret_cast<const uint32_t*>(&v);
 }
 
+// (x, y) as two bf16x2 words: `head` = their bf16 rounding, `tail` = the bf16 rounding of what head misses.
+// An mma over head plus one over tail carries ~16 bits of each value instead of 8.
+__device__ __forceinline__ void split_bf16(float x, float y, uint32_t& head, uint32_t& tail) {
+  const __nv_bfloat162 h = __floats2bfloat162_rn(x, y);
+  const float2 r = __bfloat1622float2(h);
+  head = *reinterpret_cast<const uint32_t*>(&h);
+  tail = pack_bf16(x - r.x, y - r.y);
+}
+
 // Once per kernel and process: dynamic shared memory beyond 48 KB, and the largest shared-memory carveout so
 // that two CTAs fit on an SM. Host calls only, nothing enqueued: launches stay CUDA-graph capturable.
 template <typename Kernel>
