@@ -16,11 +16,11 @@ namespace {
 
 using namespace tide::sampling;
 
-constexpr int kThreads = 512;    // 1024 would cap registers at 64 and spill
-constexpr int kBinsPerThread = 4;
-constexpr int kScanItems = 16;  // consecutive logits per thread in a tile of the draw's scan
-constexpr int kBins = 2048;  // the widest digit: 11 bits
-constexpr int kLevels = 3;   // digits of the 32-bit key, most significant first
+constexpr int kThreads = 512;  // 1024 would cap registers at 64 and spill
+constexpr int kBins = 2048;    // the widest digit: 11 bits
+constexpr int kBinsPerThread = kBins / kThreads;
+constexpr int kLevels = 3;     // digits of the 32-bit key, most significant first
+constexpr int kScanItems = 16; // consecutive logits per thread in a tile of the draw's scan
 __device__ constexpr int kShift[kLevels] = {21, 10, 0};
 __device__ constexpr uint32_t kDigitMask[kLevels] = {0x7FF, 0x7FF, 0x3FF};
 
@@ -88,7 +88,6 @@ __device__ uint64_t block_argmax(const float* row, int64_t vocab, Shared& sh) {
 // Subtracts the bins above from `need`.
 __device__ int select_bin(Shared& sh, uint64_t& need, float top_p) {
   __syncthreads();  // the histogram is complete
-  static_assert(kBins == kThreads * kBinsPerThread);
   const int t = threadIdx.x;
   uint64_t items[kBinsPerThread], above[kBinsPerThread], total = 0;
   for (int j = 0; j < kBinsPerThread; ++j) items[j] = sh.hist[kBins - 1 - (kBinsPerThread * t + j)];
