@@ -138,10 +138,11 @@ class Backend {
   //   5. min-p: keep tokens with exp((l - l_max) / T) >= min_p (probability relative to the most likely);
   //   6. draw: x = floor(philox(seed, counter) * W / 2^64) for W the kept mass; the token is the lowest id
   //      whose cumulative kept weight, in vocabulary order, exceeds x.
-  // Logits are compared as ordered bit keys (-0 < +0). Weights are exact integers, so masses and prefix sums
-  // do not depend on summation order: the same batch gives the same ids on every backend and run. A token
-  // whose relative probability is below 2^-40 has weight 0 and is never drawn. Draws of a row depend only
-  // on its own (seed, counter), never on the other rows of the batch.
+  // Logits must not be NaN or +inf (-inf is fine: weight 0) and are compared as ordered bit keys (-0 < +0).
+  // Weights are exact integers, so masses and prefix sums do not depend on summation order: the same batch
+  // gives the same ids on every backend and run. A token whose relative probability is below 2^-40 has
+  // weight 0 and is never drawn. Draws of a row depend only on its own (seed, counter), never on the other
+  // rows of the batch.
   virtual void sample(Tensor out_ids, Tensor logits, const SamplingBatch& batch) = 0;
 
   // --- KV host tier ---
