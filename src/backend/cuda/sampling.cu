@@ -36,7 +36,10 @@ struct Shared {
     BlockScan::TempStorage scan;
     BlockReduce::TempStorage reduce;
   } cub;
-  uint64_t hist[kBins];
+  // A 64-bit count or mass per bin, kept as two 32-bit words: 32-bit shared atomics are native, 64-bit
+  // ones are not (hist_add).
+  uint32_t hist_lo[kBins];
+  uint32_t hist_hi[kBins];
   uint64_t value;  // a block-wide result being broadcast
   int32_t bin;
   int32_t found;
@@ -95,6 +98,19 @@ __device__ uint64_t block_argmax(const float* row, int64_t vocab, Shared& sh) {
   return sh.value;
 }
 
+// sh.hist[bin] += w, exactly: the low words wrap, and every add that wraps the low word carries one into
+// the high word, so the pair holds the sum whatever the order of the adds.
+__device__ __forceinline__ void hist_add(Shared& sh, uint32_t bin, uint64_t w) {
+  const uint32_t lo = static_cast<uint32_t>(w), hi = static_cast<uint32_t>(w >> 32);
+  const uint32_t old = atomicAdd(&sh.hist_lo[bin], lo);
+  const uint32_t carry = old + lo < old ? 1u : 0u;
+  if (hi + carry != 0) atomicAdd(&sh.hist_hi[bin], hi + carry);
+}
+
+__device__ __forceinline__ uint64_t hist_get(const Shared& sh, int bin) {
+  return (uint64_t{sh.hist_hi[bin]} << 32) | sh.hist_lo[bin];
+}
+
 // Scanning sh.hist from the highest bin down, the bin at which the running total first reaches `need`
 // (1 <= need <= total; for top-p, need == 0 asks for ceil(top_p * total) of the total this level sees).
 // Subtracts the bins above from `need`.
@@ -102,7 +118,7 @@ __device__ int select_bin(Shared& sh, uint64_t& need, float top_p) {
   __syncthreads();  // the histogram is complete
   const int t = threadIdx.x;
   uint64_t items[kBinsPerThread], above[kBinsPerThread], total = 0;
-  for (int j = 0; j < kBinsPerThread; ++j) items[j] = sh.hist[kBins - 1 - (kBinsPerThread * t + j)];
+  for (int j = 0; j < kBinsPerThread; ++j) items[j] = hist_get(sh, kBins - 1 - (kBinsPerThread * t + j));
   BlockScan(sh.cub.scan).ExclusiveSum(items, above, total);
   const uint64_t want = need == 0 ? top_p_need(top_p, total) : need;
   for (int j = 0; j < kBinsPerThread; ++j) {
@@ -125,7 +141,7 @@ __device__ uint32_t radix_select(const float* row, int64_t vocab, uint32_t min_k
                                  float max_logit, float inv_temperature, Shared& sh) {
   uint32_t prefix = 0, prefix_mask = 0;
   for (int level = 0; level < kLevels; ++level) {
-    for (int b = threadIdx.x; b < kBins; b += kThreads) sh.hist[b] = 0;
+    for (int b = threadIdx.x; b < kBins; b += kThreads) sh.hist_lo[b] = sh.hist_hi[b] = 0;
     __syncthreads();
     const int shift = kShift[level];
     const uint32_t digit_mask = kDigitMask[level];
@@ -135,13 +151,9 @@ __device__ uint32_t radix_select(const float* row, int64_t vocab, uint32_t min_k
       const uint32_t digit = (key >> shift) & digit_mask;
       if constexpr (kMass) {
         const uint64_t w = weight_of(relative_prob(x, max_logit, inv_temperature));
-        if (w != 0) atomicAdd(reinterpret_cast<unsigned long long*>(&sh.hist[digit]), w);
+        if (w != 0) hist_add(sh, digit, w);
       } else {
-        // Neighbouring logits often share their top bits: one atomic per distinct digit of the warp.
-        const unsigned peers = __match_any_sync(__activemask(), digit);
-        if ((threadIdx.x & 31) == __ffs(peers) - 1) {
-          atomicAdd(reinterpret_cast<unsigned long long*>(&sh.hist[digit]), static_cast<unsigned long long>(__popc(peers)));
-        }
+        atomicAdd(&sh.hist_lo[digit], 1u);  // counts stay below 2^32
       }
     });
     const int bin = select_bin(sh, need, top_p);
