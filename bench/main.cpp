@@ -1,7 +1,8 @@
 // tide_bench: the GPU benchmark of tide on a synthetic model (random bf16 weights made on the GPU, no
 // checkpoint). One run measures the ceilings (copy bandwidth, bf16 GEMM), decode over a paged KV cache,
-// chunked prefill and the attention kernel alone; it prints a table as it goes, then one JSON object (also
-// written to --out). Progress goes to stderr. Reports figures; never passes or fails.
+// chunked prefill, the attention kernel alone and the sample op (--sections picks some); it prints a table
+// as it goes, then one JSON object (also written to --out). Progress goes to stderr. Reports figures; never
+// passes or fails.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
@@ -26,13 +27,8 @@ struct Flags {
   std::string synthetic;
   std::optional<int64_t> num_layers;
   std::string out;
-  std::vector<std::string> sections{"decode", "prefill", "attention"};  // the ceilings always run
   BenchOptions options;
 };
-
-bool wants(const Flags& flags, const std::string& section) {
-  return std::find(flags.sections.begin(), flags.sections.end(), section) != flags.sections.end();
-}
 
 nlohmann::json device_json() {
   int device = 0;
@@ -81,17 +77,18 @@ int run(const Flags& flags) {
   report.header() = {{"benchmark", "tide_bench"}, {"model", flags.synthetic}, {"quick", flags.options.quick},
                      {"device", device_json()}, {"config", config_json(config)}};
   report.print_table_header();
-  timed_section("ceilings", [&] { run_ceilings(flags.options, report); });
-  if (wants(flags, "decode") || wants(flags, "prefill")) {
+  if (flags.options.runs("ceilings")) timed_section("ceilings", [&] { run_ceilings(flags.options, report); });
+  if (flags.options.runs("decode") || flags.options.runs("prefill")) {
     // The weights live on their own backend until prefill is done; each section brings its own for the rest.
     CudaBackend weights_backend;
     Cohere2Weights weights;
     timed_section("synthetic weights", [&] { weights = synthetic_weights(config, weights_backend); });
     const BenchModel model{config, weights};
-    if (wants(flags, "decode")) timed_section("decode", [&] { run_decode(model, flags.options, report); });
-    if (wants(flags, "prefill")) timed_section("prefill", [&] { run_prefill(model, flags.options, report); });
+    if (flags.options.runs("decode")) timed_section("decode", [&] { run_decode(model, flags.options, report); });
+    if (flags.options.runs("prefill")) timed_section("prefill", [&] { run_prefill(model, flags.options, report); });
   }
-  if (wants(flags, "attention")) timed_section("attention", [&] { run_attention(flags.options, report); });
+  if (flags.options.runs("attention")) timed_section("attention", [&] { run_attention(flags.options, report); });
+  if (flags.options.runs("sampling")) timed_section("sampling", [&] { run_sampling(flags.options, report); });
 
   const double total_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
   report.header()["wall_seconds"] = total_s;
@@ -115,13 +112,14 @@ int main(int argc, char** argv) {
   app.add_option("--synthetic", flags.synthetic, "r7b, command-a, or PATH/config.json")->required();
   app.add_option("--num-layers", flags.num_layers, "override the number of layers (the sliding pattern is kept)");
   app.add_option("--out", flags.out, "also write the JSON object to this file");
-  app.add_option("--sections", flags.sections, "sections to run besides the ceilings (decode, prefill, attention)")
-      ->delimiter(',')
-      ->check(CLI::IsMember({"decode", "prefill", "attention"}));
   app.add_flag("--quick", flags.options.quick, "fewer repetitions (the R7B run takes a few minutes at most)");
   app.add_option("--batches", flags.options.decode_batches, "decode batch sizes")->delimiter(',');
   app.add_option("--contexts", flags.options.decode_contexts, "decode context lengths")->delimiter(',');
   app.add_option("--prefill-lengths", flags.options.prefill_lengths, "prefill prompt lengths")->delimiter(',');
+  app.add_option("--sections", flags.options.sections,
+                 "sections to run: ceilings, decode, prefill, attention, sampling (default all)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"ceilings", "decode", "prefill", "attention", "sampling"}));
   app.add_option("--max-prefill-chunk", flags.options.max_prefill_chunk, "prefill tokens per forward step")
       ->check(CLI::PositiveNumber);
   try {

@@ -4,7 +4,9 @@
 // weights (their own backend, alive for the whole run) are shared.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "bench/report.h"
@@ -22,8 +24,12 @@ struct BenchOptions {
   std::vector<int64_t> decode_contexts{1024, 32768};
   std::vector<int64_t> prefill_lengths{2048, 8192, 32768};
   int64_t max_prefill_chunk = 8192;
+  std::vector<std::string> sections{"ceilings", "decode", "prefill", "attention", "sampling"};
 
   int timed_runs(int full, int quick_runs) const { return quick ? quick_runs : full; }
+  bool runs(const std::string& section) const {
+    return std::find(sections.begin(), sections.end(), section) != sections.end();
+  }
 };
 
 struct BenchModel {
@@ -39,5 +45,7 @@ void run_decode(const BenchModel& model, const BenchOptions& options, Report& re
 void run_prefill(const BenchModel& model, const BenchOptions& options, Report& report);
 // CudaBackend::attention alone: prefill 8192 tokens (causal and window 4096), decode batch 32 at 32768.
 void run_attention(const BenchOptions& options, Report& report);
+// CudaBackend::sample at V = 256000 for R = 1, 8, 32, 128: all filters, top-p alone, greedy.
+void run_sampling(const BenchOptions& options, Report& report);
 
 }  // namespace tide::bench

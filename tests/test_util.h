@@ -1,6 +1,7 @@
 // Helpers shared by tide's tests: fixture paths, JSON and golden tensors, error norms.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstdint>
@@ -18,6 +19,11 @@
 #include "model/safetensors.h"
 
 namespace tide::test {
+
+// Index of the largest value; the lowest index among equal maxima.
+inline int32_t argmax(const std::vector<float>& values) {
+  return static_cast<int32_t>(std::max_element(values.begin(), values.end()) - values.begin());
+}
 
 // The fixtures folder: $TIDE_FIXTURES_DIR when set (a build run from another checkout, e.g. on the GPU
 // machine), else the source tree's tests/fixtures.

@@ -22,6 +22,10 @@ struct GenerateArgs {
   double temperature = 0.0;
   int64_t top_k = 0;
   double top_p = 1.0;
+  double min_p = 0.0;
+  double presence_penalty = 0.0;
+  double frequency_penalty = 0.0;
+  double repetition_penalty = 1.0;
   uint64_t seed = 0;
   int64_t block_size = 16;
   int64_t kv_cache_memory = EngineOptions{}.kv_cache_memory;
@@ -80,6 +84,18 @@ void run_generate(const GenerateArgs& args, const CLI::App& cmd) {
     prompts.push_back(PromptSpec{std::nullopt, args.prompt, std::nullopt});
   }
 
+  GenerateOptions gen;
+  gen.ignore_eos = args.ignore_eos;
+  gen.sampling.temperature = args.temperature;
+  gen.sampling.top_k = args.top_k;
+  gen.sampling.top_p = args.top_p;
+  gen.sampling.min_p = args.min_p;
+  gen.sampling.presence_penalty = args.presence_penalty;
+  gen.sampling.frequency_penalty = args.frequency_penalty;
+  gen.sampling.repetition_penalty = args.repetition_penalty;
+  gen.sampling.validate();  // before loading the model
+  if (cmd.count("--seed") > 0) gen.sampling.seed = args.seed;
+
   EngineOptions options;
   options.block_size = args.block_size;
   options.kv_cache_memory = args.kv_cache_memory;
@@ -89,12 +105,6 @@ void run_generate(const GenerateArgs& args, const CLI::App& cmd) {
   options.enforce_eager = args.enforce_eager;
   Engine engine(args.model, make_backend(args.device), options);
 
-  GenerateOptions gen;
-  gen.ignore_eos = args.ignore_eos;
-  gen.sampling.temperature = args.temperature;
-  gen.sampling.top_k = args.top_k;
-  gen.sampling.top_p = args.top_p;
-  if (cmd.count("--seed") > 0) gen.sampling.seed = args.seed;
   // Prompts run one after another in this engine, sharing its KV cache (and prefix cache).
   for (const PromptSpec& p : prompts) {
     gen.max_tokens = p.max_tokens.value_or(args.max_tokens);
@@ -127,7 +137,22 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--top-p", args->top_p, "Keep the smallest set of tokens with this probability mass")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1.0));
-  cmd->add_option("--seed", args->seed, "Seed of the sampler (reproducible sampling)");
+  cmd->add_option("--min-p", args->min_p,
+                  "Keep tokens at least this fraction as likely as the most likely one (0: off; applied after "
+                  "top-k and top-p)")
+      ->capture_default_str();
+  cmd->add_option("--presence-penalty", args->presence_penalty,
+                  "Subtracted from the logit of every token already in the output, in [-2, 2] (0: off)")
+      ->capture_default_str();
+  cmd->add_option("--frequency-penalty", args->frequency_penalty,
+                  "Times a token's count in the output, subtracted from its logit, in [-2, 2] (0: off)")
+      ->capture_default_str();
+  cmd->add_option("--repetition-penalty", args->repetition_penalty,
+                  "Divides positive logits (multiplies negative ones) of tokens in the prompt or output, as "
+                  "transformers (1: off; > 1 discourages repetition)")
+      ->capture_default_str();
+  cmd->add_option("--seed", args->seed,
+                  "Seed of the sampler (reproducible sampling: the same tokens on the CPU and the GPU)");
   cmd->add_option("--block-size", args->block_size, "Positions per KV cache block")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);

@@ -13,6 +13,7 @@
 #include <span>
 #include <string>
 
+#include "backend/sampling_math.h"
 #include "core/kv_block.h"
 #include "core/tensor.h"
 
@@ -52,6 +53,19 @@ inline bool valid_block_copy(const KvStorage& kv, const Tensor& host, const Bloc
   return copy.device_block >= 0 && copy.device_block < kv.data.dim(0) && copy.host_block >= 0 &&
          copy.host_block < host.dim(0) && static_cast<size_t>(host.dim(1)) == kv_block_bytes(kv);
 }
+
+// What the sample op needs besides the logits, in host memory: per-row parameters and RNG state, and the
+// token history the penalties read, compact (CSR): row r's distinct tokens are
+// history[history_starts[r] .. history_starts[r + 1]), each with its prompt and output counts.
+struct SamplingBatch {
+  std::span<const SamplingRow> rows;        // [R]
+  std::span<const int32_t> history_starts;  // [R + 1], or empty when no row has a history
+  std::span<const HistoryToken> history;    // [N], ids distinct within a row and < V
+};
+
+// Throws tide::Error naming the field when `batch` does not describe `num_rows` rows over `vocab` tokens or
+// a parameter is out of range (both backends check the same way).
+void check_sampling_batch(const SamplingBatch& batch, int64_t num_rows, int64_t vocab);
 
 class Backend {
  public:
@@ -130,6 +144,27 @@ class Backend {
   virtual void silu_mul(Tensor out, const Tensor& gate_up) = 0;
   // out = a + b, elementwise, same shapes; out may alias a or b.
   virtual void add(Tensor out, const Tensor& a, const Tensor& b) = 0;
+
+  // --- sampling ---
+
+  // Picks one token per row of `logits` and writes its id to out_ids[r]; never copies the logits to the host.
+  // out_ids: [R] i32, logits: [R, V] f32 (overwritten with the penalized logits). Per row, in this order
+  // (sampling_math.h holds the arithmetic both backends share, so they compute the same bits):
+  //   1. penalties on the history tokens: repetition (l / r if l > 0 else l * r, for tokens in prompt or
+  //      output), then l -= frequency * output_count + presence (tokens in the output);
+  //   2. temperature 0: greedy, the argmax (lowest id on ties); done;
+  //   3. top-k: keep tokens whose logit >= the k-th largest (ties at the boundary are all kept);
+  //   4. top-p: with weights w = floor(2^40 * exp((l - l_max) / T)) over the tokens kept so far, keep the
+  //      tokens whose logit >= the largest threshold t with mass(l >= t) >= ceil(top_p * mass) (ties kept);
+  //   5. min-p: keep tokens with exp((l - l_max) / T) >= min_p (probability relative to the most likely);
+  //   6. draw: x = floor(philox(seed, counter) * W / 2^64) for W the kept mass; the token is the lowest id
+  //      whose cumulative kept weight, in vocabulary order, exceeds x.
+  // Logits must not be NaN or +inf (-inf is fine: weight 0) and are compared as ordered bit keys (-0 < +0).
+  // Weights are exact integers, so masses and prefix sums do not depend on summation order: the same batch
+  // gives the same ids on every backend and run. A token whose relative probability is below 2^-40 has
+  // weight 0 and is never drawn. Draws of a row depend only on its own (seed, counter), never on the other
+  // rows of the batch.
+  virtual void sample(Tensor out_ids, Tensor logits, const SamplingBatch& batch) = 0;
 
   // --- KV host tier ---
 

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <fstream>
+#include <random>
+
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -160,10 +162,8 @@ void Engine::check_prompt(std::span<const int32_t> prompt, int64_t max_new_token
   }
 }
 
-std::vector<std::vector<float>> Engine::extend(SequenceKv& seq, std::span<const int32_t> tokens,
-                                               const std::function<bool(size_t)>& want_logits) {
-  std::vector<std::vector<float>> out;
-  const int64_t vocab = config().vocab_size;
+void Engine::extend(SequenceKv& seq, std::span<const int32_t> tokens, const std::function<bool(size_t)>& want_logits,
+                    const std::function<void(const Tensor&)>& on_logits) {
   for (size_t begin = 0; begin < tokens.size(); begin += static_cast<size_t>(options_.max_prefill_chunk)) {
     const size_t end = std::min(tokens.size(), begin + static_cast<size_t>(options_.max_prefill_chunk));
     const int64_t start_pos = seq.num_computed();
@@ -182,30 +182,40 @@ std::vector<std::vector<float>> Engine::extend(SequenceKv& seq, std::span<const 
     }
     const Tensor logits = model_.forward(batch, kv_storage_);
     kv_manager_.commit(seq, chunk);
-    std::vector<float> host(static_cast<size_t>(logits.numel()));
-    backend_->download(logits, host.data());
-    for (size_t r = 0; r < batch.logit_indices.size(); ++r) {
-      out.emplace_back(host.begin() + static_cast<std::ptrdiff_t>(r * vocab),
-                       host.begin() + static_cast<std::ptrdiff_t>((r + 1) * vocab));
-    }
+    on_logits(logits);
   }
-  return out;
 }
 
 GenerateResult Engine::generate(std::span<const int32_t> prompt, const GenerateOptions& options,
                                 const std::function<void(int32_t)>& on_token) {
-  options.sampling.validate();
+  const SamplingParams& sampling = options.sampling;
+  sampling.validate();
   if (options.max_tokens < 0) fail("max tokens must be >= 0, got {}", options.max_tokens);
   check_prompt(prompt, options.max_tokens);
   GenerateResult result;
   result.finish_reason = "length";
   if (options.max_tokens == 0) return result;
 
-  Sampler sampler(options.sampling);
+  // The sequence's random stream: draw n uses (seed, n), whatever else a batch holds.
+  std::random_device device;
+  const uint64_t seed = sampling.seed ? *sampling.seed : (uint64_t{device()} << 32 | device());
+  TokenHistory history;
+  if (sampling.has_penalties()) history.add_prompt(prompt);
+
   ScopedSequence seq(kv_manager_);
-  std::vector<float> logits = prefill(seq.get(), prompt, result.cached_tokens);
+  Tensor logits = prefill(seq.get(), prompt, result.cached_tokens);
+  Tensor next_id = backend_->alloc(DType::kI32, Shape{1});
   while (true) {
-    const int32_t next = sampler.sample(logits);
+    // Sampled on the backend from its logits; only the chosen id comes back.
+    const SamplingRow row = sampling.row(seed, result.ids.size());
+    const int32_t history_starts[2] = {0, static_cast<int32_t>(history.tokens().size())};
+    SamplingBatch batch{std::span(&row, 1), {}, history.tokens()};
+    if (sampling.has_penalties()) batch.history_starts = history_starts;
+    backend_->sample(next_id, logits, batch);
+    int32_t next = 0;
+    backend_->download(next_id, &next);
+    if (sampling.has_penalties()) history.add_output(next);
+
     result.ids.push_back(next);
     if (on_token) on_token(next);
     const bool is_stop = std::binary_search(stop_ids_.begin(), stop_ids_.end(), next);
@@ -215,7 +225,7 @@ GenerateResult Engine::generate(std::span<const int32_t> prompt, const GenerateO
     }
     if (static_cast<int64_t>(result.ids.size()) >= options.max_tokens) break;
     const int32_t token[1] = {next};
-    logits = extend(seq.get(), token, [](size_t) { return true; }).back();
+    extend(seq.get(), token, [](size_t) { return true; }, [&](const Tensor& t) { logits = t; });
   }
   return result;
 }
@@ -223,16 +233,34 @@ GenerateResult Engine::generate(std::span<const int32_t> prompt, const GenerateO
 std::vector<std::vector<float>> Engine::prompt_logits(std::span<const int32_t> prompt, bool all_positions) {
   check_prompt(prompt, 0);
   ScopedSequence seq(kv_manager_);
-  if (all_positions) return extend(seq.get(), prompt, [](size_t) { return true; });
-  int64_t cached_tokens = 0;
-  return {prefill(seq.get(), prompt, cached_tokens)};
+  const auto vocab = static_cast<size_t>(config().vocab_size);
+  std::vector<std::vector<float>> out;
+  auto download_rows = [&](const Tensor& logits) {
+    std::vector<float> host(static_cast<size_t>(logits.numel()));
+    backend_->download(logits, host.data());
+    for (size_t r = 0; r < static_cast<size_t>(logits.dim(0)); ++r) {
+      out.emplace_back(host.begin() + static_cast<std::ptrdiff_t>(r * vocab),
+                       host.begin() + static_cast<std::ptrdiff_t>((r + 1) * vocab));
+    }
+  };
+  if (all_positions) {
+    extend(seq.get(), prompt, [](size_t) { return true; }, download_rows);
+  } else {
+    int64_t cached_tokens = 0;
+    download_rows(prefill(seq.get(), prompt, cached_tokens));
+  }
+  return out;
 }
 
-std::vector<float> Engine::prefill(SequenceKv& seq, std::span<const int32_t> prompt, int64_t& cached_tokens) {
+Tensor Engine::prefill(SequenceKv& seq, std::span<const int32_t> prompt, int64_t& cached_tokens) {
   cached_tokens = kv_manager_.admit(seq, prompt);
   run_block_copies();  // copies back from the host tier land before the first step reads them
   const auto rest = prompt.subspan(static_cast<size_t>(cached_tokens));
-  return extend(seq, rest, [&](size_t i) { return i == rest.size() - 1; }).back();
+  Tensor last;
+  extend(seq, rest, [&](size_t i) { return i == rest.size() - 1; }, [&](const Tensor& t) {
+    if (t.dim(0) > 0) last = t;
+  });
+  return last;
 }
 
 void Engine::run_block_copies() {

@@ -15,7 +15,7 @@
 #include "backend/backend.h"
 #include "kv/kv_cache_manager.h"
 #include "model/cohere2.h"
-#include "runtime/sampler.h"
+#include "runtime/sampling.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tide {
@@ -80,13 +80,13 @@ class Engine {
   std::vector<std::vector<float>> prompt_logits(std::span<const int32_t> prompt, bool all_positions);
 
  private:
-  // Runs `tokens` (positions seq.num_computed() ...) of one sequence through the model in chunks; returns
-  // the logits of the tokens selected by `want_logits(index in tokens)`, in order.
-  std::vector<std::vector<float>> extend(SequenceKv& seq, std::span<const int32_t> tokens,
-                                         const std::function<bool(size_t)>& want_logits);
+  // Runs `tokens` (positions seq.num_computed() ...) of one sequence through the model in chunks; calls
+  // `on_logits` with each chunk's logits ([rows selected by want_logits(index in tokens), V], backend memory).
+  void extend(SequenceKv& seq, std::span<const int32_t> tokens, const std::function<bool(size_t)>& want_logits,
+              const std::function<void(const Tensor&)>& on_logits);
   // Starts `seq` on `prompt`, reusing the cached prefix (its length goes to `cached_tokens`) and computing
-  // the rest; returns the last position's logits.
-  std::vector<float> prefill(SequenceKv& seq, std::span<const int32_t> prompt, int64_t& cached_tokens);
+  // the rest; returns the last position's logits ([1, V], backend memory).
+  Tensor prefill(SequenceKv& seq, std::span<const int32_t> prompt, int64_t& cached_tokens);
   // Executes the block copies (evictions to the host tier, copies back) the KV manager asked for.
   void run_block_copies();
   void check_prompt(std::span<const int32_t> prompt, int64_t max_new_tokens) const;

@@ -156,6 +156,10 @@ TEST(Cli, BadInputIsAClearErrorNotACrash) {
            {"generate " + kModel + " --prompt-ids 5 --max-tokens 100000", "maximum length"},
            {"generate " + kModel, "--prompt"},
            {"generate " + kModel + " --prompt hi --top-p 2", "top-p"},
+           {"generate " + kModel + " --prompt hi --min-p 1.5", "min_p"},
+           {"generate " + kModel + " --prompt hi --repetition-penalty 0", "repetition_penalty"},
+           {"generate " + kModel + " --prompt hi --presence-penalty 3", "presence_penalty"},
+           {"generate " + kModel + " --prompt hi --frequency-penalty -2.5", "frequency_penalty"},
            {"generate " + kModel + " --prompt hi --block-size 0", "block-size"},
            {"generate " + kModel + " --prompt hi --kv-cache-memory 100", "kv-cache-memory"},
            {"generate " + kModel + " --prompt hi --kv-cache-memory lots", "kv-cache-memory"},
@@ -176,6 +180,21 @@ TEST(Cli, HelpOnEveryCommand) {
     EXPECT_EQ(r.status, 0) << cmd;
     EXPECT_NE(r.out.find("--"), std::string::npos) << cmd;
   }
+}
+
+TEST(Cli, SamplingFlagsAreDocumentedAndSeededRunsRepeat) {
+  const RunResult help = run("generate --help");
+  for (const char* flag : {"--temperature", "--top-k", "--top-p", "--min-p", "--presence-penalty",
+                           "--frequency-penalty", "--repetition-penalty", "--seed"}) {
+    EXPECT_NE(help.out.find(flag), std::string::npos) << flag;
+  }
+  const std::string args = "generate " + kModel + " --prompt 'Hello world' --max-tokens 12 --ignore-eos --json "
+                           "--temperature 0.9 --top-k 40 --top-p 0.95 --min-p 0.02 --repetition-penalty 1.2 "
+                           "--presence-penalty 0.5 --frequency-penalty 0.3 --seed 7";
+  const RunResult a = run(args), b = run(args);
+  ASSERT_EQ(a.status, 0) << a.out;
+  EXPECT_EQ(nlohmann::json::parse(a.out)["ids"], nlohmann::json::parse(b.out)["ids"]);
+  EXPECT_EQ(nlohmann::json::parse(a.out)["ids"].size(), 12u);
 }
 
 }  // namespace

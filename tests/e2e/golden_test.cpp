@@ -44,7 +44,7 @@ TEST_P(GoldenTest, LogitsAtEveryPositionMatchReference) {
     for (size_t p = 0; p < prompt.size(); ++p) {
       ASSERT_EQ(got[p].size(), vocab);
       EXPECT_LT(test::rel_l2(got[p].data(), want.data() + p * vocab, vocab), kMaxRelErr) << "position " << p;
-      EXPECT_EQ(argmax(got[p]), want_argmax[p]) << "position " << p;
+      EXPECT_EQ(test::argmax(got[p]), want_argmax[p]) << "position " << p;
     }
   }
 }

@@ -1,5 +1,6 @@
 #include "backend/cuda/cuda_backend.h"
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -65,6 +66,7 @@ CudaBackend::CudaBackend(int device)
   TIDE_CUBLAS_CHECK(cublasLtCreate(&lt_));
   workspace_bytes_ = size_t{32} << 20;
   TIDE_CUDA_CHECK(cudaMalloc(&workspace_, workspace_bytes_));
+  TIDE_CUDA_CHECK(cudaEventCreateWithFlags(&sample_staged_, cudaEventDisableTiming));
 }
 
 CudaBackend::~CudaBackend() {
@@ -74,6 +76,9 @@ CudaBackend::~CudaBackend() {
     a->closing = true;  // tensors that outlive the backend free their memory directly
   }
   matmul_plans_.clear();
+  cudaFreeHost(sample_staging_);
+  cudaFree(sample_device_);
+  cudaEventDestroy(sample_staged_);
   cudaFree(workspace_);
   cublasLtDestroy(lt_);
   cudaStreamDestroy(stream_);
@@ -307,6 +312,52 @@ void CudaBackend::silu_mul(Tensor out, const Tensor& gate_up) {
 void CudaBackend::add(Tensor out, const Tensor& a, const Tensor& b) {
   TIDE_CHECK(a.shape == b.shape && out.shape == a.shape);
   cuda::launch_add(bf(out, "add output"), bf(a, "add input"), bf(b, "add input"), out.numel(), stream_);
+}
+
+// out_ids: [R] i32, logits: [R, V] f32
+void CudaBackend::sample(Tensor out_ids, Tensor logits, const SamplingBatch& batch) {
+  float* l = typed<float>(logits, DType::kF32, "sample logits");
+  int32_t* ids = typed<int32_t>(out_ids, DType::kI32, "sample ids");
+  const int64_t num_rows = logits.dim(0), vocab = logits.dim(1);
+  TIDE_CHECK(out_ids.numel() == num_rows);
+  check_sampling_batch(batch, num_rows, vocab);
+  if (num_rows == 0) return;
+
+  // Staging layout: rows, then history_starts, then history, each 16-byte aligned.
+  auto align = [](size_t n) { return (n + 15) / 16 * 16; };
+  const size_t rows_bytes = align(batch.rows.size_bytes());
+  const size_t starts_bytes = align(batch.history_starts.size_bytes());
+  const size_t bytes = rows_bytes + starts_bytes + batch.history.size_bytes();
+  TIDE_CUDA_CHECK(cudaEventSynchronize(sample_staged_));  // the previous copy has left the staging
+  if (bytes > sample_capacity_) {
+    TIDE_CUDA_CHECK(cudaStreamSynchronize(stream_));  // no queued kernel still reads the old device buffer
+    cudaFreeHost(sample_staging_);
+    cudaFree(sample_device_);
+    sample_capacity_ = std::max<size_t>(bytes * 2, 64 << 10);
+    TIDE_CUDA_CHECK(cudaHostAlloc(&sample_staging_, sample_capacity_, cudaHostAllocDefault));
+    TIDE_CUDA_CHECK(cudaMalloc(&sample_device_, sample_capacity_));
+  }
+  auto* staging = static_cast<unsigned char*>(sample_staging_);
+  std::memcpy(staging, batch.rows.data(), batch.rows.size_bytes());
+  if (!batch.history_starts.empty()) {
+    std::memcpy(staging + rows_bytes, batch.history_starts.data(), batch.history_starts.size_bytes());
+    if (!batch.history.empty()) {
+      std::memcpy(staging + rows_bytes + starts_bytes, batch.history.data(), batch.history.size_bytes());
+    }
+  }
+  TIDE_CUDA_CHECK(cudaMemcpyAsync(sample_device_, sample_staging_, bytes, cudaMemcpyHostToDevice, stream_));
+  TIDE_CUDA_CHECK(cudaEventRecord(sample_staged_, stream_));
+
+  auto* device = static_cast<unsigned char*>(sample_device_);
+  cuda::SampleParams p{};
+  p.out_ids = ids;
+  p.logits = l;
+  p.rows = reinterpret_cast<const SamplingRow*>(device);
+  p.history_starts = batch.history_starts.empty() ? nullptr : reinterpret_cast<const int32_t*>(device + rows_bytes);
+  p.history = reinterpret_cast<const HistoryToken*>(device + rows_bytes + starts_bytes);
+  p.num_rows = num_rows;
+  p.vocab = vocab;
+  cuda::launch_sample(p, stream_);
 }
 
 void CudaBackend::copy_blocks(KvStorage& device, Tensor& host, std::span<const BlockCopy> copies) {

@@ -56,6 +56,9 @@ class CudaBackend final : public Backend {
                  const AttentionShape& shape, int64_t window) override;
   void silu_mul(Tensor out, const Tensor& gate_up) override;
   void add(Tensor out, const Tensor& a, const Tensor& b) override;
+  // The per-row arrays travel in one asynchronous copy from pinned staging into a device buffer, both kept
+  // and grown as needed (a CUDA graph can capture the copy and the kernel once their capacity suffices).
+  void sample(Tensor out_ids, Tensor logits, const SamplingBatch& batch) override;
   void copy_blocks(KvStorage& device, Tensor& host, std::span<const BlockCopy> copies) override;
 
   // CUDA graph of the stream's work (relaxed capture mode: the caching allocator may cudaMalloc meanwhile).
@@ -95,6 +98,12 @@ class CudaBackend final : public Backend {
   cublasLtHandle_t lt_ = nullptr;
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
+  // The sample op's per-row arrays: pinned staging, its device copy, and the event of the last copy (the
+  // staging is rewritten only once that copy has run).
+  void* sample_staging_ = nullptr;
+  void* sample_device_ = nullptr;
+  size_t sample_capacity_ = 0;
+  cudaEvent_t sample_staged_ = nullptr;
   // By (n, t, k, output type); cleared in the destructor before lt_ goes.
   std::map<std::tuple<int64_t, int64_t, int64_t, int>, std::unique_ptr<MatmulPlan>> matmul_plans_;
 };

@@ -8,6 +8,8 @@
 
 #include <cstdint>
 
+#include "backend/sampling_math.h"
+
 namespace tide::cuda {
 
 using bf16 = __nv_bfloat16;
@@ -78,5 +80,16 @@ int paged_attention_splits(int64_t num_tokens, int64_t num_heads_kv, int64_t max
 // part_out: [T, Hq, splits, D] f32 and part_ml: [T, Hq, splits, 2] f32 scratch.
 void launch_paged_attention(const PagedAttentionParams& p, float* part_out, float* part_ml, int num_splits,
                             cudaStream_t stream);
+
+// The sample op (sampling.cu): one CTA per row.
+struct SampleParams {
+  int32_t* out_ids;               // [R]
+  float* logits;                  // [R, V], penalized in place
+  const SamplingRow* rows;        // [R]
+  const int32_t* history_starts;  // [R + 1], or null: no history
+  const HistoryToken* history;    // [N]
+  int64_t num_rows, vocab;
+};
+void launch_sample(const SampleParams& p, cudaStream_t stream);
 
 }  // namespace tide::cuda

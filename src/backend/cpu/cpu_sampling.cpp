@@ -1,0 +1,103 @@
+// The sample op of the CPU backend: the reference (backend.h gives the semantics). Reference, not fast: each
+// filter is a plain loop over the row, thresholds come from sorting, and the arithmetic is
+// sampling_math.h's, shared with the CUDA kernel so that both pick the same ids.
+#include <algorithm>
+#include <functional>
+#include <vector>
+
+#include "backend/cpu/cpu_backend.h"
+#include "core/error.h"
+
+namespace tide {
+namespace {
+
+using namespace sampling;
+
+// logits: [V] (penalized in place), history: the row's distinct tokens. Returns the chosen id.
+int32_t sample_row(std::span<float> logits, const SamplingRow& p, std::span<const HistoryToken> history) {
+  const int64_t vocab = static_cast<int64_t>(logits.size());
+  // 1. Penalties, on the tokens seen.
+  for (const HistoryToken& h : history) {
+    logits[h.id] = penalized(logits[h.id], h.prompt_count, h.output_count, p.repetition_penalty, p.presence_penalty,
+                             p.frequency_penalty);
+  }
+  std::vector<uint32_t> keys(static_cast<size_t>(vocab));
+  for (int64_t i = 0; i < vocab; ++i) keys[i] = order_key(logits[i]);
+
+  // 2. Greedy: the largest key, the lowest id among equals.
+  const int32_t best = static_cast<int32_t>(std::max_element(keys.begin(), keys.end()) - keys.begin());
+  if (p.temperature == 0) return best;
+  const float max_logit = logits[best];
+  const float inv_temperature = 1.0f / p.temperature;
+  auto weight = [&](int64_t i) { return weight_of(relative_prob(logits[i], max_logit, inv_temperature)); };
+
+  // 3. Top-k: the k-th largest key is the threshold.
+  uint32_t threshold = 0;
+  if (p.top_k > 0 && p.top_k < vocab) {
+    std::vector<uint32_t> sorted = keys;
+    std::nth_element(sorted.begin(), sorted.begin() + (p.top_k - 1), sorted.end(), std::greater<>());
+    threshold = sorted[static_cast<size_t>(p.top_k - 1)];
+  }
+
+  // 4. Top-p over the tokens top-k kept, by descending key: the key at which the mass reaches `need`.
+  if (p.top_p < 1) {
+    std::vector<int64_t> kept;
+    uint64_t total = 0;
+    for (int64_t i = 0; i < vocab; ++i) {
+      if (keys[i] >= threshold) {
+        kept.push_back(i);
+        total += weight(i);
+      }
+    }
+    std::sort(kept.begin(), kept.end(), [&](int64_t a, int64_t b) { return keys[a] > keys[b]; });
+    const uint64_t need = top_p_need(p.top_p, total);
+    uint64_t mass = 0;
+    for (int64_t i : kept) {
+      mass += weight(i);
+      if (mass >= need) {
+        threshold = keys[i];
+        break;
+      }
+    }
+  }
+
+  // 5, 6. Min-p, then the inverse-CDF draw over the kept weights in vocabulary order.
+  auto kept_weight = [&](int64_t i) -> uint64_t {
+    if (keys[i] < threshold) return 0;
+    const float prob = relative_prob(logits[i], max_logit, inv_temperature);
+    if (p.min_p > 0 && !(prob >= p.min_p)) return 0;
+    return weight_of(prob);
+  };
+  uint64_t total = 0;
+  for (int64_t i = 0; i < vocab; ++i) total += kept_weight(i);
+  const uint64_t x = scale_to(random_bits(p.seed, p.counter), total);
+  uint64_t cumulative = 0;
+  for (int64_t i = 0; i < vocab; ++i) {
+    cumulative += kept_weight(i);
+    if (cumulative > x) return static_cast<int32_t>(i);
+  }
+  return best;  // unreachable: the most likely token always has weight 2^40
+}
+
+}  // namespace
+
+// out_ids: [R] i32, logits: [R, V] f32
+void CpuBackend::sample(Tensor out_ids, Tensor logits, const SamplingBatch& batch) {
+  if (logits.dtype != DType::kF32) fail("cpu backend: sample logits must be F32, got {}", dtype_name(logits.dtype));
+  if (out_ids.dtype != DType::kI32) fail("cpu backend: sample ids must be I32, got {}", dtype_name(out_ids.dtype));
+  const int64_t num_rows = logits.dim(0), vocab = logits.dim(1);
+  TIDE_CHECK(out_ids.numel() == num_rows);
+  check_sampling_batch(batch, num_rows, vocab);
+  for (int64_t r = 0; r < num_rows; ++r) {
+    std::span<const HistoryToken> history;
+    if (!batch.history_starts.empty()) {
+      const int32_t begin = batch.history_starts[static_cast<size_t>(r)];
+      history = batch.history.subspan(static_cast<size_t>(begin),
+                                      static_cast<size_t>(batch.history_starts[static_cast<size_t>(r + 1)] - begin));
+    }
+    const std::span<float> row(logits.as<float>() + r * vocab, static_cast<size_t>(vocab));
+    out_ids.as<int32_t>()[r] = sample_row(row, batch.rows[static_cast<size_t>(r)], history);
+  }
+}
+
+}  // namespace tide

@@ -1,0 +1,253 @@
+// The sample op on the GPU (backend.h gives the semantics; CpuBackend::sample is the reference). One CTA of
+// 512 threads per row: penalties on the row's few history tokens, then the argmax (greedy rows stop
+// there), then thresholds by radix selection over the ordered bits of the logits (three histogram passes
+// of 11, 11 and 10 bits: counts for top-k, fixed-point probability mass for top-p, no sort), then the total
+// kept weight and an inverse-CDF draw by a block-wide prefix scan in vocabulary order that stops at the
+// chosen token. Weights and their sums are exact integers (sampling_math.h), so the result does not depend
+// on the order of atomics: the same ids as the CPU reference, run after run.
+// Non-goals for now: several CTAs per row (one row is ~10 passes over V floats from one SM, mostly from L2).
+#include <cub/block/block_reduce.cuh>
+#include <cub/block/block_scan.cuh>
+
+#include "backend/cuda/kernels.h"
+
+namespace tide::cuda {
+namespace {
+
+using namespace tide::sampling;
+
+constexpr int kThreads = 512;  // 1024 would cap registers at 64 and spill
+constexpr int kBins = 2048;    // the widest digit: 11 bits
+constexpr int kBinsPerThread = kBins / kThreads;
+constexpr int kLevels = 3;     // digits of the 32-bit key, most significant first
+constexpr int kScanItems = 16; // consecutive logits per thread in a tile of the draw's scan
+__device__ constexpr int kShift[kLevels] = {21, 10, 0};
+__device__ constexpr uint32_t kDigitMask[kLevels] = {0x7FF, 0x7FF, 0x3FF};
+
+using BlockScan = cub::BlockScan<uint64_t, kThreads>;
+using BlockReduce = cub::BlockReduce<uint64_t, kThreads>;
+
+struct MaxOp {
+  __device__ uint64_t operator()(uint64_t a, uint64_t b) const { return a > b ? a : b; }
+};
+
+struct Shared {
+  union {
+    BlockScan::TempStorage scan;
+    BlockReduce::TempStorage reduce;
+  } cub;
+  // A 64-bit count or mass per bin, kept as two 32-bit words: 32-bit shared atomics are native, 64-bit
+  // ones are not (hist_add).
+  uint32_t hist_lo[kBins];
+  uint32_t hist_hi[kBins];
+  uint64_t value;  // a block-wide result being broadcast
+  int32_t bin;
+  int32_t found;
+};
+
+// Calls f(i, logit) for every element of the row, each thread a strided share; float4 loads when rows
+// are 16-byte aligned (V a multiple of 4), kUnroll of them in flight per thread (one SM streams the row).
+template <typename F>
+__device__ __forceinline__ void for_each_logit(const float* row, int64_t vocab, F&& f) {
+  constexpr int kUnroll = 4;
+  if ((vocab & 3) == 0) {
+    const float4* row4 = reinterpret_cast<const float4*>(row);
+    const int64_t n4 = vocab / 4;
+    for (int64_t j = threadIdx.x; j < n4; j += kUnroll * kThreads) {
+      float4 v[kUnroll];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        if (j + u * kThreads < n4) v[u] = row4[j + u * kThreads];
+      }
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int64_t i = 4 * (j + u * kThreads);
+        if (j + u * kThreads < n4) {
+          f(i, v[u].x);
+          f(i + 1, v[u].y);
+          f(i + 2, v[u].z);
+          f(i + 3, v[u].w);
+        }
+      }
+    }
+  } else {
+    for (int64_t i = threadIdx.x; i < vocab; i += kThreads) f(i, row[i]);
+  }
+}
+
+// The four logits [base, base + 4) of the row; -inf past the end (weight 0, never kept by the draw).
+__device__ __forceinline__ void load4(const float* row, int64_t vocab, int64_t base, float* v) {
+  if ((vocab & 3) == 0 && base + 4 <= vocab) {
+    const float4 q = *reinterpret_cast<const float4*>(row + base);
+    v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
+    return;
+  }
+  for (int j = 0; j < 4; ++j) v[j] = base + j < vocab ? row[base + j] : -INFINITY;
+}
+
+// (key << 32) | ~id of the largest key, lowest id among equals.
+__device__ uint64_t block_argmax(const float* row, int64_t vocab, Shared& sh) {
+  uint64_t best = 0;
+  for_each_logit(row, vocab, [&](int64_t i, float x) {
+    const uint64_t packed = (uint64_t{order_key(x)} << 32) | (0xFFFFFFFFu - static_cast<uint32_t>(i));
+    best = packed > best ? packed : best;
+  });
+  const uint64_t r = BlockReduce(sh.cub.reduce).Reduce(best, MaxOp());
+  if (threadIdx.x == 0) sh.value = r;
+  __syncthreads();
+  return sh.value;
+}
+
+// sh.hist[bin] += w, exactly: the low words wrap, and every add that wraps the low word carries one into
+// the high word, so the pair holds the sum whatever the order of the adds.
+__device__ __forceinline__ void hist_add(Shared& sh, uint32_t bin, uint64_t w) {
+  const uint32_t lo = static_cast<uint32_t>(w), hi = static_cast<uint32_t>(w >> 32);
+  const uint32_t old = atomicAdd(&sh.hist_lo[bin], lo);
+  const uint32_t carry = old + lo < old ? 1u : 0u;
+  if (hi + carry != 0) atomicAdd(&sh.hist_hi[bin], hi + carry);
+}
+
+__device__ __forceinline__ uint64_t hist_get(const Shared& sh, int bin) {
+  return (uint64_t{sh.hist_hi[bin]} << 32) | sh.hist_lo[bin];
+}
+
+// Scanning sh.hist from the highest bin down, the bin at which the running total first reaches `need`
+// (1 <= need <= total; for top-p, need == 0 asks for ceil(top_p * total) of the total this level sees).
+// Subtracts the bins above from `need`.
+__device__ int select_bin(Shared& sh, uint64_t& need, float top_p) {
+  __syncthreads();  // the histogram is complete
+  const int t = threadIdx.x;
+  uint64_t items[kBinsPerThread], above[kBinsPerThread], total = 0;
+  for (int j = 0; j < kBinsPerThread; ++j) items[j] = hist_get(sh, kBins - 1 - (kBinsPerThread * t + j));
+  BlockScan(sh.cub.scan).ExclusiveSum(items, above, total);
+  const uint64_t want = need == 0 ? top_p_need(top_p, total) : need;
+  for (int j = 0; j < kBinsPerThread; ++j) {
+    if (above[j] < want && above[j] + items[j] >= want) {
+      sh.bin = kBins - 1 - (kBinsPerThread * t + j);
+      sh.value = above[j];
+    }
+  }
+  __syncthreads();
+  need = want - sh.value;
+  const int bin = sh.bin;
+  __syncthreads();  // everyone has read sh.bin and sh.value before they are written again
+  return bin;
+}
+
+// The largest key t among keys >= min_key such that the count (kMass false) or weight (kMass true) of the
+// keys >= t reaches `need` (top-p: need 0, see select_bin).
+template <bool kMass>
+__device__ uint32_t radix_select(const float* row, int64_t vocab, uint32_t min_key, uint64_t need, float top_p,
+                                 float max_logit, float inv_temperature, Shared& sh) {
+  uint32_t prefix = 0, prefix_mask = 0;
+  for (int level = 0; level < kLevels; ++level) {
+    for (int b = threadIdx.x; b < kBins; b += kThreads) sh.hist_lo[b] = sh.hist_hi[b] = 0;
+    __syncthreads();
+    const int shift = kShift[level];
+    const uint32_t digit_mask = kDigitMask[level];
+    for_each_logit(row, vocab, [&](int64_t, float x) {
+      const uint32_t key = order_key(x);
+      if (key < min_key || (key & prefix_mask) != prefix) return;
+      const uint32_t digit = (key >> shift) & digit_mask;
+      if constexpr (kMass) {
+        const uint64_t w = weight_of(relative_prob(x, max_logit, inv_temperature));
+        if (w != 0) hist_add(sh, digit, w);
+      } else {
+        atomicAdd(&sh.hist_lo[digit], 1u);  // counts stay below 2^32
+      }
+    });
+    const int bin = select_bin(sh, need, top_p);
+    prefix |= static_cast<uint32_t>(bin) << shift;
+    prefix_mask |= digit_mask << shift;
+  }
+  return prefix;
+}
+
+__global__ void __launch_bounds__(kThreads) sample_kernel(const __grid_constant__ SampleParams p) {
+  __shared__ Shared sh;
+  const int64_t r = blockIdx.x;
+  const int64_t vocab = p.vocab;
+  float* row = p.logits + r * vocab;
+  const SamplingRow s = p.rows[r];
+
+  // 1. Penalties: ids are distinct within a row, so each thread owns the tokens it updates.
+  if (p.history_starts != nullptr) {
+    for (int32_t h = p.history_starts[r] + static_cast<int32_t>(threadIdx.x); h < p.history_starts[r + 1]; h += kThreads) {
+      const HistoryToken t = p.history[h];
+      row[t.id] = penalized(row[t.id], t.prompt_count, t.output_count, s.repetition_penalty, s.presence_penalty,
+                            s.frequency_penalty);
+    }
+    __syncthreads();
+  }
+
+  // 2. Greedy.
+  const uint64_t best = block_argmax(row, vocab, sh);
+  const int32_t best_id = static_cast<int32_t>(0xFFFFFFFFu - static_cast<uint32_t>(best));
+  if (s.temperature == 0.0f) {
+    if (threadIdx.x == 0) p.out_ids[r] = best_id;
+    return;
+  }
+  const float max_logit = key_float(static_cast<uint32_t>(best >> 32));
+  const float inv_temperature = 1.0f / s.temperature;
+
+  // 3, 4. Top-k, then top-p over what top-k keeps.
+  uint32_t threshold = 0;
+  if (s.top_k > 0 && s.top_k < vocab) {
+    threshold = radix_select<false>(row, vocab, 0, static_cast<uint64_t>(s.top_k), 1.0f, max_logit, inv_temperature, sh);
+  }
+  if (s.top_p < 1.0f) {
+    threshold = radix_select<true>(row, vocab, threshold, 0, s.top_p, max_logit, inv_temperature, sh);
+  }
+
+  // 5. Min-p, and the weight each kept token is drawn with.
+  auto kept_weight = [&](float x) -> uint64_t {
+    if (order_key(x) < threshold) return 0;
+    const float prob = relative_prob(x, max_logit, inv_temperature);
+    if (s.min_p > 0.0f && !(prob >= s.min_p)) return 0;
+    return weight_of(prob);
+  };
+  uint64_t partial = 0;
+  for_each_logit(row, vocab, [&](int64_t, float x) { partial += kept_weight(x); });
+  const uint64_t sum = BlockReduce(sh.cub.reduce).Sum(partial);
+  if (threadIdx.x == 0) {
+    sh.value = sum;
+    sh.found = -1;
+  }
+  __syncthreads();
+  const uint64_t target = scale_to(random_bits(s.seed, s.counter), sh.value);
+
+  // 6. Inverse CDF in vocabulary order: tiles of kScanItems consecutive logits per thread, a block scan per
+  // tile, stopping at the tile that holds the token.
+  uint64_t running = 0;
+  for (int64_t base = 0; base < vocab; base += kScanItems * kThreads) {
+    const int64_t first = base + kScanItems * threadIdx.x;
+    float v[kScanItems];
+    uint64_t mine = 0;
+    for (int q = 0; q < kScanItems / 4; ++q) load4(row, vocab, first + 4 * q, v + 4 * q);
+    for (int j = 0; j < kScanItems; ++j) mine += kept_weight(v[j]);
+    uint64_t before = 0, tile = 0;
+    BlockScan(sh.cub.scan).ExclusiveSum(mine, before, tile);
+    uint64_t cumulative = running + before;
+    if (cumulative <= target && target < cumulative + mine) {
+      for (int j = 0; j < kScanItems; ++j) {
+        cumulative += kept_weight(v[j]);
+        if (cumulative > target) {
+          sh.found = static_cast<int32_t>(first + j);
+          break;
+        }
+      }
+    }
+    __syncthreads();
+    if (sh.found >= 0) break;
+    running += tile;
+  }
+  if (threadIdx.x == 0) p.out_ids[r] = sh.found >= 0 ? sh.found : best_id;  // found: the most likely has weight 2^40
+}
+
+}  // namespace
+
+void launch_sample(const SampleParams& p, cudaStream_t stream) {
+  if (p.num_rows > 0) sample_kernel<<<static_cast<unsigned>(p.num_rows), kThreads, 0, stream>>>(p);
+}
+
+}  // namespace tide::cuda
