@@ -1,10 +1,12 @@
-// CudaBackend::matmul through cuBLASLt: bf16 inputs, f32 accumulation, bf16 or f32 output. The descriptors
-// and the algorithm (cuBLASLt's heuristic pick) are made once per shape and kept: creating them costs more
-// host time than a decode-sized GEMM takes on the GPU.
+// CudaBackend::matmul: bf16 inputs, f32 accumulation, bf16 or f32 output. Decode-sized batches go to the
+// weight-streaming kernel of gemv.cu, the rest to cuBLASLt, whose descriptors and algorithm (its heuristic
+// pick) are made once per shape and kept: creating them costs more host time than a decode-sized GEMM takes
+// on the GPU.
 #include <tuple>
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/kernels.h"
 
 namespace tide {
 
@@ -41,6 +43,10 @@ const CudaBackend::MatmulPlan& CudaBackend::matmul_plan(int64_t t, int64_t k, in
   return *matmul_plans_.emplace(key, std::move(plan)).first->second;
 }
 
+// The most tokens sent to the small-batch kernel. Measured on an H200 (bench/gemv_bench.cpp, see
+// docs/PERFORMANCE.md): PLACEHOLDER until measured.
+constexpr int64_t kGemvDispatchMaxTokens = 16;
+
 // out: [T, N], x: [T, K], w: [N, K]
 void CudaBackend::matmul(Tensor out, const Tensor& x, const Tensor& w, float alpha) {
   const int64_t t = x.dim(0), k = x.dim(1), n = w.dim(0);
@@ -48,6 +54,12 @@ void CudaBackend::matmul(Tensor out, const Tensor& x, const Tensor& w, float alp
   if (x.dtype != DType::kBF16 || w.dtype != DType::kBF16) fail("cuda backend: matmul inputs must be BF16");
   if (out.dtype != DType::kBF16 && out.dtype != DType::kF32) fail("cuda backend: matmul output must be BF16 or F32");
   if (t == 0) return;
+  if (t <= kGemvDispatchMaxTokens && cuda::gemv_supports(t, k, x.data, w.data)) {
+    cuda::launch_gemv(out.data, out.dtype == DType::kF32, static_cast<const cuda::bf16*>(x.data),
+                      static_cast<const cuda::bf16*>(w.data), t, n, k, alpha,
+                      cuda::gemv_default_config(t, n, k, num_sms_), stream_);
+    return;
+  }
   const MatmulPlan& plan = matmul_plan(t, k, n, out.dtype == DType::kF32 ? CUDA_R_32F : CUDA_R_16BF);
   const float beta = 0.0f;
   TIDE_CUBLAS_CHECK(cublasLtMatmul(lt_, plan.op, &alpha, w.data, plan.a, x.data, plan.b, &beta, out.data, plan.d,
