@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -25,8 +26,13 @@ struct Flags {
   std::string synthetic;
   std::optional<int64_t> num_layers;
   std::string out;
+  std::vector<std::string> sections{"decode", "prefill", "attention", "gemv"};  // the ceilings always run
   BenchOptions options;
 };
+
+bool selected(const Flags& flags, const std::string& section) {
+  return std::find(flags.sections.begin(), flags.sections.end(), section) != flags.sections.end();
+}
 
 nlohmann::json device_json() {
   int device = 0;
@@ -65,8 +71,9 @@ int run(const Flags& flags) {
   if (!CudaBackend::available()) fail("no CUDA device is available");
 
   // Checked before any GPU time is spent: Command-A in bf16 needs --num-layers to fit one GPU.
+  const bool model_sections = selected(flags, "decode") || selected(flags, "prefill");
   const int64_t needed = weight_bytes(config);
-  if (needed + kMemoryMargin > free_device_bytes()) {
+  if (model_sections && needed + kMemoryMargin > free_device_bytes()) {
     fail("the synthetic weights ({:.1f} GiB) do not fit in free GPU memory ({:.1f} GiB, 4 GiB margin); "
          "try --num-layers", static_cast<double>(needed) / kGiB, static_cast<double>(free_device_bytes()) / kGiB);
   }
@@ -76,16 +83,17 @@ int run(const Flags& flags) {
                      {"device", device_json()}, {"config", config_json(config)}};
   report.print_table_header();
   timed_section("ceilings", [&] { run_ceilings(flags.options, report); });
-  {
+  if (model_sections) {
     // The weights live on their own backend until prefill is done; each section brings its own for the rest.
     CudaBackend weights_backend;
     Cohere2Weights weights;
     timed_section("synthetic weights", [&] { weights = synthetic_weights(config, weights_backend); });
     const BenchModel model{config, weights};
-    timed_section("decode", [&] { run_decode(model, flags.options, report); });
-    timed_section("prefill", [&] { run_prefill(model, flags.options, report); });
+    if (selected(flags, "decode")) timed_section("decode", [&] { run_decode(model, flags.options, report); });
+    if (selected(flags, "prefill")) timed_section("prefill", [&] { run_prefill(model, flags.options, report); });
   }
-  timed_section("attention", [&] { run_attention(flags.options, report); });
+  if (selected(flags, "attention")) timed_section("attention", [&] { run_attention(flags.options, report); });
+  if (selected(flags, "gemv")) timed_section("gemv", [&] { run_gemv(flags.options, report); });
 
   const double total_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
   report.header()["wall_seconds"] = total_s;
@@ -115,6 +123,11 @@ int main(int argc, char** argv) {
   app.add_option("--prefill-lengths", flags.options.prefill_lengths, "prefill prompt lengths")->delimiter(',');
   app.add_option("--max-prefill-chunk", flags.options.max_prefill_chunk, "prefill tokens per forward step")
       ->check(CLI::PositiveNumber);
+  app.add_option("--sections", flags.sections, "sections to run besides the ceilings (default all)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"decode", "prefill", "attention", "gemv"}));
+  app.add_option("--gemv-tokens", flags.options.gemv_tokens, "gemv section: tokens per matmul")->delimiter(',');
+  app.add_flag("--gemv-sweep", flags.options.gemv_sweep, "gemv section: also every launch shape of the kernel");
   try {
     app.parse(argc, argv);
     return tide::bench::run(flags);

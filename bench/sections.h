@@ -22,6 +22,8 @@ struct BenchOptions {
   std::vector<int64_t> decode_contexts{1024, 32768};
   std::vector<int64_t> prefill_lengths{2048, 8192, 32768};
   int64_t max_prefill_chunk = 8192;
+  std::vector<int64_t> gemv_tokens{1, 2, 4, 8, 16, 32};
+  bool gemv_sweep = false;  // also every launch shape of the small-batch kernel
 
   int timed_runs(int full, int quick_runs) const { return quick ? quick_runs : full; }
 };
@@ -39,5 +41,8 @@ void run_decode(const BenchModel& model, const BenchOptions& options, Report& re
 void run_prefill(const BenchModel& model, const BenchOptions& options, Report& report);
 // CudaBackend::attention alone: prefill 8192 tokens (causal and window 4096), decode batch 32 at 32768.
 void run_attention(const BenchOptions& options, Report& report);
+// The decode-sized matmul alone (R7B and Command-A weight shapes, T = 1 .. 32): tide's small-batch kernel,
+// cuBLASLt and CudaBackend::matmul's pick; GB/s of weight bytes.
+void run_gemv(const BenchOptions& options, Report& report);
 
 }  // namespace tide::bench
