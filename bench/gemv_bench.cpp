@@ -186,7 +186,7 @@ void measure_shape(CudaBackend& backend, const MatrixShape& shape, const BenchOp
     add_row(fmt::format("CudaBackend::matmul T={}", t),
             [&](int i) { backend.matmul(out, x, weights[static_cast<size_t>(i % copies)], alpha); }, {});
     if (options.gemv_sweep && t <= cuda::kGemvMaxTokens) {
-      for (int k_split : {1, 2, 4, 8}) {
+      for (int k_split : {1, 2, 4, 8, 16}) {
         for (int unroll : {4, 8}) {
           const cuda::GemvConfig config{k_split, unroll};
           add_row(fmt::format("gemv T={} ks={} u={}", t, k_split, unroll),

@@ -70,7 +70,7 @@ TEST_F(CudaGemv, EveryLaunchShape) {
   const int64_t k = 2048 + 64, n = 16 * 13 + 5;  // a partial last iteration of K and a partial last tile
   for (int64_t t : {1, 8, 9, 16, 17, 32}) {
     const Case c = make_case(t, k, n, 0.125f, static_cast<uint32_t>(500 + t));
-    for (int k_split : {1, 2, 4, 8}) {
+    for (int k_split : {1, 2, 4, 8, 16}) {
       for (int unroll : {4, 8}) {
         Tensor g32 = gpu_->alloc(DType::kF32, Shape{t, n});
         cuda::launch_gemv(g32.data, true, static_cast<const cuda::bf16*>(c.x.gpu.data),

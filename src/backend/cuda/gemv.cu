@@ -10,9 +10,11 @@
 // fragments with whole 16-byte loads (8 consecutive k of rows g and g + 8) and the matching 16 bytes of
 // x row g, instead of the 4-byte pieces of the canonical fragment layout; the warp-wide reduction over K
 // happens inside the mma, with no shuffles. W goes through ld.global.nc.L1::no_allocate (read once), x
-// through the L1 (read by every warp). Warps of a CTA split K when N has too few tiles to fill the GPU,
-// and the CTA adds their partial sums through shared memory. No allocation, no host synchronization: the
-// launch can be captured into a CUDA graph.
+// through the L1 (read by every warp). A CTA is one tile: its k_split warps split K (more warps in flight
+// when N has too few tiles to fill the GPU) and add their partial sums through shared memory. One tile per
+// CTA keeps the work per SM even (a first version with 8-warp CTAs over several tiles left SMs with 3 and
+// 4 CTAs side by side in one wave: 91% of cuBLASLt on 28672 x 4096). No allocation, no host
+// synchronization: the launch can be captured into a CUDA graph.
 #include <algorithm>
 
 #include "backend/cuda/kernels.h"
@@ -20,8 +22,7 @@
 namespace tide::cuda {
 namespace {
 
-constexpr int kWarps = 8;             // per CTA
-constexpr int kThreads = kWarps * 32;
+constexpr int kMaxWarps = 16;         // per CTA: the most warps splitting K of one tile
 constexpr int kTileRows = 16;         // M of the mma
 constexpr int kTileTokens = 8;        // N of the mma: tokens per n-tile
 constexpr int kChunk = 8;             // bf16 per 16-byte load
@@ -32,7 +33,7 @@ struct GemvParams {
   const bf16* x;    // [T, K]
   const bf16* w;    // [N, K]
   int64_t num_tokens, n, k;
-  int k_split;      // warps sharing one tile, each over a range of K (1, 2, 4 or 8)
+  int k_split;      // warps of the CTA, sharing its tile, each over a range of K (1 .. kMaxWarps)
   float alpha;
 };
 
@@ -74,12 +75,11 @@ __device__ __forceinline__ void store(bf16* out, float v) { *out = __float2bfloa
 // kNTiles: n-tiles of 8 tokens (T <= 8 * kNTiles). kUnroll: 16-byte loads of each of the thread's two rows
 // in flight per iteration before the first mma uses them.
 template <int kNTiles, int kUnroll, typename OutT>
-__global__ void __launch_bounds__(kThreads) gemv_kernel(const __grid_constant__ GemvParams p) {
+__global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(const __grid_constant__ GemvParams p) {
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   const int g = lane / kThreadsPerRow, c = lane % kThreadsPerRow;  // the mma's groupID, thread in group
-  const int part = warp % p.k_split;
-  const int64_t tile = static_cast<int64_t>(blockIdx.x) * (kWarps / p.k_split) + warp / p.k_split;
-  const int64_t num_tiles = (p.n + kTileRows - 1) / kTileRows;
+  const int part = warp;
+  const int64_t tile = blockIdx.x;
 
   // Rows g and g + 8 of the tile; rows past N read row N - 1 (valid memory) and are not stored.
   const int64_t row0 = tile * kTileRows + g, row1 = row0 + 8;
@@ -92,7 +92,7 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(const __grid_constant__ 
   const int64_t part_chunks =
       ((num_chunks + p.k_split - 1) / p.k_split + kIterChunks - 1) / kIterChunks * kIterChunks;
   const int64_t begin = part * part_chunks;
-  const int64_t end = tile < num_tiles ? std::min(begin + part_chunks, num_chunks) : begin;
+  const int64_t end = std::min(begin + part_chunks, num_chunks);
 
   // The x rows this thread feeds as column g of each n-tile; zeros past T.
   const bf16* xs[kNTiles];
@@ -135,21 +135,21 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(const __grid_constant__ 
     for (int j = 0; j < 4; ++j) acc[nt][j] += acc_odd[nt][j];
 
   if (p.k_split > 1) {
-    // Partial sums of the tile's warps into the first of them. [warp][value][lane]: conflict-free.
-    __shared__ float partial[kWarps][kNTiles * 4][32];
+    // Partial sums of the tile's warps into warp 0. [warp][value][lane]: conflict-free.
+    extern __shared__ float partial[];
+    constexpr int kValues = kNTiles * 4;
 #pragma unroll
     for (int nt = 0; nt < kNTiles; ++nt)
 #pragma unroll
-      for (int j = 0; j < 4; ++j) partial[warp][nt * 4 + j][lane] = acc[nt][j];
+      for (int j = 0; j < 4; ++j) partial[(warp * kValues + nt * 4 + j) * 32 + lane] = acc[nt][j];
     __syncthreads();
-    if (part != 0) return;
+    if (warp != 0) return;
     for (int s = 1; s < p.k_split; ++s)
 #pragma unroll
       for (int nt = 0; nt < kNTiles; ++nt)
 #pragma unroll
-        for (int j = 0; j < 4; ++j) acc[nt][j] += partial[warp + s][nt * 4 + j][lane];
+        for (int j = 0; j < 4; ++j) acc[nt][j] += partial[(s * kValues + nt * 4 + j) * 32 + lane];
   }
-  if (tile >= num_tiles) return;
 
   // acc[nt]: (row g, tokens 2c, 2c + 1), (row g + 8, tokens 2c, 2c + 1) of n-tile nt.
   OutT* out = static_cast<OutT*>(p.out);
@@ -165,13 +165,13 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(const __grid_constant__ 
 
 template <int kNTiles, int kUnroll>
 void launch_tiles(const GemvParams& p, bool out_f32, cudaStream_t stream) {
-  const int64_t num_tiles = (p.n + kTileRows - 1) / kTileRows;
-  const int64_t tiles_per_cta = kWarps / p.k_split;
-  const auto blocks = static_cast<unsigned>((num_tiles + tiles_per_cta - 1) / tiles_per_cta);
+  const auto blocks = static_cast<unsigned>((p.n + kTileRows - 1) / kTileRows);
+  const unsigned threads = 32u * static_cast<unsigned>(p.k_split);
+  const size_t smem = p.k_split > 1 ? sizeof(float) * static_cast<size_t>(p.k_split) * kNTiles * 4 * 32 : 0;
   if (out_f32) {
-    gemv_kernel<kNTiles, kUnroll, float><<<blocks, kThreads, 0, stream>>>(p);
+    gemv_kernel<kNTiles, kUnroll, float><<<blocks, threads, smem, stream>>>(p);
   } else {
-    gemv_kernel<kNTiles, kUnroll, bf16><<<blocks, kThreads, 0, stream>>>(p);
+    gemv_kernel<kNTiles, kUnroll, bf16><<<blocks, threads, smem, stream>>>(p);
   }
 }
 
@@ -183,15 +183,16 @@ bool gemv_supports(int64_t num_tokens, int64_t k, const void* x, const void* w) 
 }
 
 GemvConfig gemv_default_config(int64_t num_tokens, int64_t n, int64_t k, int num_sms) {
-  // Enough warps for ~3 CTAs of 8 warps per SM (the loads in flight that cover the memory latency), but
-  // no warp with fewer than 256 k (two iterations of loads).
+  // Fewest rounds of loads over the SMs' warp slots (32 per SM at these register counts): warps of equal
+  // work run ceil(warps / slots) after one another, each over K / k_split; no warp with fewer than 512 k.
   const int64_t num_tiles = (n + kTileRows - 1) / kTileRows;
-  const int64_t target_warps = int64_t{num_sms} * 3 * kWarps;
+  const int64_t slots = int64_t{num_sms} * 32;
+  const auto cost = [&](int64_t ks) { return (num_tiles * ks + slots - 1) / slots * ((k + ks - 1) / ks); };
   GemvConfig config;
-  while (config.k_split < kWarps && num_tiles * config.k_split < target_warps && k / (2 * config.k_split) >= 256) {
-    config.k_split *= 2;
+  for (int ks = 2; ks <= kMaxWarps && k / ks >= 512; ks *= 2) {
+    if (cost(ks) < cost(config.k_split)) config.k_split = ks;
   }
-  config.unroll = num_tokens <= 16 ? 4 : 2;
+  config.unroll = 8;
   return config;
 }
 

@@ -74,7 +74,7 @@ void launch_paged_attention(const PagedAttentionParams& p, float* part_out, floa
 // matmul decides when to use it (cuda_matmul.cpp).
 inline constexpr int64_t kGemvMaxTokens = 32;
 struct GemvConfig {
-  int k_split = 1;  // warps sharing one 16-row tile of W, each over a range of K: 1, 2, 4 or 8
+  int k_split = 1;  // warps of a CTA, sharing one 16-row tile of W, each over a range of K: 1 to 16
   int unroll = 4;   // 16-byte loads per W row and thread in flight: 4 or 8 (2 or 4 past 16 tokens)
 };
 bool gemv_supports(int64_t num_tokens, int64_t k, const void* x, const void* w);
