@@ -43,9 +43,15 @@ const CudaBackend::MatmulPlan& CudaBackend::matmul_plan(int64_t t, int64_t k, in
   return *matmul_plans_.emplace(key, std::move(plan)).first->second;
 }
 
-// The most tokens sent to the small-batch kernel. Measured on an H200 (bench/gemv_bench.cpp, see
-// docs/PERFORMANCE.md): PLACEHOLDER until measured.
+// Which matmuls go to the small-batch kernel: T <= 16 and a weight matrix of at most 64 MiB. Measured on an
+// H200 (tide_bench --sections gemv --gemv-sweep, CUDA graphs, weights rotated past L2; docs/PERFORMANCE.md,
+// 2026-12-02): the kernel beats cuBLASLt on the latency-bound small matrices (R7B o 4096 x 4096: 12.0-12.6
+// vs 13.1-13.5 us for T = 1-16; qkv 6144 x 4096: 15.9-17.2 vs 15.9-17.8 us), ties on 4096 x 14336 (117 MB:
+// 31.8-32.2 vs 31.7-31.9 us) and trails by 1-6% on the larger ones, where cuBLASLt's GEMV already reads at
+// 87-104% of the copy ceiling (R7B gate_up, logits; every Command-A matrix). At T = 32 cuBLASLt wins
+// everywhere (o: 13.9 vs 14.7 us at best).
 constexpr int64_t kGemvDispatchMaxTokens = 16;
+constexpr int64_t kGemvDispatchMaxWeightBytes = int64_t{64} << 20;
 
 // out: [T, N], x: [T, K], w: [N, K]
 void CudaBackend::matmul(Tensor out, const Tensor& x, const Tensor& w, float alpha) {
@@ -54,7 +60,8 @@ void CudaBackend::matmul(Tensor out, const Tensor& x, const Tensor& w, float alp
   if (x.dtype != DType::kBF16 || w.dtype != DType::kBF16) fail("cuda backend: matmul inputs must be BF16");
   if (out.dtype != DType::kBF16 && out.dtype != DType::kF32) fail("cuda backend: matmul output must be BF16 or F32");
   if (t == 0) return;
-  if (t <= kGemvDispatchMaxTokens && cuda::gemv_supports(t, k, x.data, w.data)) {
+  if (t <= kGemvDispatchMaxTokens && n * k * 2 <= kGemvDispatchMaxWeightBytes &&
+      cuda::gemv_supports(t, k, x.data, w.data)) {
     cuda::launch_gemv(out.data, out.dtype == DType::kF32, static_cast<const cuda::bf16*>(x.data),
                       static_cast<const cuda::bf16*>(w.data), t, n, k, alpha,
                       cuda::gemv_default_config(t, n, k, num_sms_), stream_);
