@@ -5,6 +5,8 @@
 // per sequence and layer, the K and V of the keys its token attends.
 #include <fmt/format.h>
 
+#include <chrono>
+
 #include <memory>
 
 #include "backend/cuda/cuda_backend.h"
@@ -64,7 +66,7 @@ void decode_point(const BenchModel& m, const BenchOptions& options, int64_t num_
   TIDE_CUDA_CHECK(cudaStreamSynchronize(backend->stream()));
 
   EventTimer timer(backend->stream());
-  std::vector<double> ms;
+  std::vector<double> ms, enqueue_us, wall_ms;
   int64_t kv_read_total = 0;
   for (int64_t step = 0; step < num_steps; ++step) {
     const int64_t pos = seqs.front().num_computed();
@@ -76,12 +78,19 @@ void decode_point(const BenchModel& m, const BenchOptions& options, int64_t num_
       batch.seqs.push_back(forward_sequence(seq, 1));
       batch.logit_indices.push_back(static_cast<int32_t>(s));
     }
+    // Host time to queue the step (metadata, uploads, graph launch) and the wall time until it is done: a
+    // host that queues in far less than the GPU runs leaves the GPU no gap to fill.
+    const auto begin = std::chrono::steady_clock::now();
     timer.start();
     const Tensor logits = model.forward(batch, kv);
     timer.stop();
+    const auto queued = std::chrono::steady_clock::now();
     const double t = timer.elapsed_ms();
+    const auto done = std::chrono::steady_clock::now();
     if (step >= kWarmupSteps) {
       ms.push_back(t);
+      enqueue_us.push_back(std::chrono::duration<double, std::micro>(queued - begin).count());
+      wall_ms.push_back(std::chrono::duration<double, std::milli>(done - begin).count());
       kv_read_total += kv_bytes_read(c, num_seqs, pos);
     }
     for (int64_t s = 0; s < num_seqs; ++s) {
@@ -101,6 +110,8 @@ void decode_point(const BenchModel& m, const BenchOptions& options, int64_t num_
   row.details["step_ms_min"] = *std::min_element(ms.begin(), ms.end());
   row.details["step_ms_max"] = *std::max_element(ms.begin(), ms.end());
   row.details["timed_steps"] = runs;
+  row.details["host_enqueue_us"] = median(enqueue_us);
+  row.details["wall_step_ms"] = median(wall_ms);
   report.add(std::move(row));
 }
 
