@@ -67,9 +67,8 @@ int run(const Flags& flags) {
   if (!CudaBackend::available()) fail("no CUDA device is available");
 
   // Checked before any GPU time is spent: Command-A in bf16 needs --num-layers to fit one GPU.
-  const bool model_sections = flags.options.runs("decode") || flags.options.runs("prefill");
   const int64_t needed = weight_bytes(config);
-  if (model_sections && needed + kMemoryMargin > free_device_bytes()) {
+  if (needed + kMemoryMargin > free_device_bytes()) {
     fail("the synthetic weights ({:.1f} GiB) do not fit in free GPU memory ({:.1f} GiB, 4 GiB margin); "
          "try --num-layers", static_cast<double>(needed) / kGiB, static_cast<double>(free_device_bytes()) / kGiB);
   }
@@ -79,7 +78,7 @@ int run(const Flags& flags) {
                      {"device", device_json()}, {"config", config_json(config)}};
   report.print_table_header();
   if (flags.options.runs("ceilings")) timed_section("ceilings", [&] { run_ceilings(flags.options, report); });
-  if (model_sections) {
+  if (flags.options.runs("decode") || flags.options.runs("prefill")) {
     // The weights live on their own backend until prefill is done; each section brings its own for the rest.
     CudaBackend weights_backend;
     Cohere2Weights weights;
@@ -90,7 +89,6 @@ int run(const Flags& flags) {
   }
   if (flags.options.runs("attention")) timed_section("attention", [&] { run_attention(flags.options, report); });
   if (flags.options.runs("sampling")) timed_section("sampling", [&] { run_sampling(flags.options, report); });
-  if (flags.options.runs("gemv")) timed_section("gemv", [&] { run_gemv(flags.options, report); });
 
   const double total_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
   report.header()["wall_seconds"] = total_s;
@@ -119,13 +117,11 @@ int main(int argc, char** argv) {
   app.add_option("--contexts", flags.options.decode_contexts, "decode context lengths")->delimiter(',');
   app.add_option("--prefill-lengths", flags.options.prefill_lengths, "prefill prompt lengths")->delimiter(',');
   app.add_option("--sections", flags.options.sections,
-                 "sections to run: ceilings, decode, prefill, attention, sampling, gemv (default all)")
+                 "sections to run: ceilings, decode, prefill, attention, sampling (default all)")
       ->delimiter(',')
-      ->check(CLI::IsMember({"ceilings", "decode", "prefill", "attention", "sampling", "gemv"}));
+      ->check(CLI::IsMember({"ceilings", "decode", "prefill", "attention", "sampling"}));
   app.add_option("--max-prefill-chunk", flags.options.max_prefill_chunk, "prefill tokens per forward step")
       ->check(CLI::PositiveNumber);
-  app.add_option("--gemv-tokens", flags.options.gemv_tokens, "gemv section: tokens per matmul")->delimiter(',');
-  app.add_flag("--gemv-sweep", flags.options.gemv_sweep, "gemv section: also every launch shape of the kernel");
   try {
     app.parse(argc, argv);
     return tide::bench::run(flags);

@@ -24,9 +24,7 @@ struct BenchOptions {
   std::vector<int64_t> decode_contexts{1024, 32768};
   std::vector<int64_t> prefill_lengths{2048, 8192, 32768};
   int64_t max_prefill_chunk = 8192;
-  std::vector<std::string> sections{"ceilings", "decode", "prefill", "attention", "sampling", "gemv"};
-  std::vector<int64_t> gemv_tokens{1, 2, 4, 8, 16, 32};
-  bool gemv_sweep = false;  // also every launch shape of the small-batch kernel
+  std::vector<std::string> sections{"ceilings", "decode", "prefill", "attention", "sampling"};
 
   int timed_runs(int full, int quick_runs) const { return quick ? quick_runs : full; }
   bool runs(const std::string& section) const {
@@ -49,8 +47,5 @@ void run_prefill(const BenchModel& model, const BenchOptions& options, Report& r
 void run_attention(const BenchOptions& options, Report& report);
 // CudaBackend::sample at V = 256000 for R = 1, 8, 32, 128: all filters, top-p alone, greedy.
 void run_sampling(const BenchOptions& options, Report& report);
-// The decode-sized matmul alone (R7B and Command-A weight shapes, T = 1 .. 32): tide's small-batch kernel,
-// cuBLASLt and CudaBackend::matmul's pick; GB/s of weight bytes.
-void run_gemv(const BenchOptions& options, Report& report);
 
 }  // namespace tide::bench

@@ -1,14 +1,10 @@
-// CudaBackend::matmul: bf16 inputs, f32 accumulation, bf16 or f32 output. Decode-sized batches go to the
-// weight-streaming kernel of gemv.cu, the rest to cuBLASLt, whose descriptors and algorithm (its heuristic
-// pick) are made once per shape and kept: creating them costs more host time than a decode-sized GEMM takes
-// on the GPU.
-#include <cstdlib>
-#include <string_view>
+// CudaBackend::matmul through cuBLASLt: bf16 inputs, f32 accumulation, bf16 or f32 output. The descriptors
+// and the algorithm (cuBLASLt's heuristic pick) are made once per shape and kept: creating them costs more
+// host time than a decode-sized GEMM takes on the GPU.
 #include <tuple>
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_check.h"
-#include "backend/cuda/kernels.h"
 
 namespace tide {
 
@@ -45,29 +41,6 @@ const CudaBackend::MatmulPlan& CudaBackend::matmul_plan(int64_t t, int64_t k, in
   return *matmul_plans_.emplace(key, std::move(plan)).first->second;
 }
 
-namespace {
-
-// Which matmuls go to the small-batch kernel: T <= 16 and a weight matrix of at most 64 MiB. Measured on an
-// H200 (tide_bench --sections gemv --gemv-sweep, CUDA graphs, weights rotated past L2; docs/PERFORMANCE.md,
-// 2026-12-02): the kernel beats cuBLASLt on the latency-bound small matrices (R7B o 4096 x 4096: 12.0-12.6
-// vs 13.1-13.5 us for T = 1-16; qkv 6144 x 4096: 15.9-17.2 vs 15.9-17.8 us), ties on 4096 x 14336 (117 MB:
-// 31.8-32.2 vs 31.7-31.9 us) and trails by 1-6% on the larger ones, where cuBLASLt's GEMV already reads at
-// 87-104% of the copy ceiling (R7B gate_up, logits; every Command-A matrix). At T = 32 cuBLASLt wins
-// everywhere (o: 13.9 vs 14.7 us at best).
-constexpr int64_t kGemvDispatchMaxTokens = 16;
-constexpr int64_t kGemvDispatchMaxWeightBytes = int64_t{64} << 20;
-
-// TIDE_CUDA_NO_GEMV=1 sends every matmul to cuBLASLt: the A/B switch for benchmarks (read once).
-bool gemv_enabled() {
-  static const bool enabled = [] {
-    const char* v = std::getenv("TIDE_CUDA_NO_GEMV");
-    return v == nullptr || std::string_view(v) == "0" || std::string_view(v).empty();
-  }();
-  return enabled;
-}
-
-}  // namespace
-
 // out: [T, N], x: [T, K], w: [N, K]
 void CudaBackend::matmul(Tensor out, const Tensor& x, const Tensor& w, float alpha) {
   const int64_t t = x.dim(0), k = x.dim(1), n = w.dim(0);
@@ -75,13 +48,6 @@ void CudaBackend::matmul(Tensor out, const Tensor& x, const Tensor& w, float alp
   if (x.dtype != DType::kBF16 || w.dtype != DType::kBF16) fail("cuda backend: matmul inputs must be BF16");
   if (out.dtype != DType::kBF16 && out.dtype != DType::kF32) fail("cuda backend: matmul output must be BF16 or F32");
   if (t == 0) return;
-  if (gemv_enabled() && t <= kGemvDispatchMaxTokens && n * k * 2 <= kGemvDispatchMaxWeightBytes &&
-      cuda::gemv_supports(t, k, x.data, w.data)) {
-    cuda::launch_gemv(out.data, out.dtype == DType::kF32, static_cast<const cuda::bf16*>(x.data),
-                      static_cast<const cuda::bf16*>(w.data), t, n, k, alpha,
-                      cuda::gemv_default_config(t, n, k, num_sms_), stream_);
-    return;
-  }
   const MatmulPlan& plan = matmul_plan(t, k, n, out.dtype == DType::kF32 ? CUDA_R_32F : CUDA_R_16BF);
   const float beta = 0.0f;
   TIDE_CUBLAS_CHECK(cublasLtMatmul(lt_, plan.op, &alpha, w.data, plan.a, x.data, plan.b, &beta, out.data, plan.d,

@@ -92,19 +92,4 @@ struct SampleParams {
 };
 void launch_sample(const SampleParams& p, cudaStream_t stream);
 
-// Small-batch matmul (gemv.cu): out[T, N] = alpha * x[T, K] w[N, K]^T, f32 accumulation, out bf16 or f32.
-// Handles T in [1, kGemvMaxTokens] with K % 8 == 0 and x, w 16-byte aligned (gemv_supports); CudaBackend::
-// matmul decides when to use it (cuda_matmul.cpp).
-inline constexpr int64_t kGemvMaxTokens = 32;
-struct GemvConfig {
-  int k_split = 1;  // warps of a CTA, sharing one 16-row tile of W, each over a range of K: 1 to 16
-  int unroll = 4;   // 16-byte loads per W row and thread in flight: 4 or 8 (2 or 4 past 16 tokens)
-};
-bool gemv_supports(int64_t num_tokens, int64_t k, const void* x, const void* w);
-// The launch shape for a GPU of `num_sms` multiprocessors.
-GemvConfig gemv_default_config(int64_t num_tokens, int64_t n, int64_t k, int num_sms);
-// out: [T, N], x: [T, K], w: [N, K].
-void launch_gemv(void* out, bool out_f32, const bf16* x, const bf16* w, int64_t num_tokens, int64_t n, int64_t k,
-                 float alpha, GemvConfig config, cudaStream_t stream);
-
 }  // namespace tide::cuda
