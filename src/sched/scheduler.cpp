@@ -82,8 +82,9 @@ ScheduledStep Scheduler::schedule() {
     if (r.is_decoding()) continue;
     reserve(r, std::min({r.num_tokens_to_compute(), chunk_, plan.token_budget}), plan);
   }
-  // 3. New admissions, in queue order.
-  admit_waiting(plan);
+  // 3. New admissions, in queue order; not in a step that had to preempt, where an admission would only
+  //    take the blocks an older request needs next step (and be preempted again: thrash).
+  if (!plan.preempted) admit_waiting(plan);
 
   ScheduledStep step;
   step.step_id = next_step_id_++;
@@ -128,6 +129,7 @@ int64_t Scheduler::reserve(Request& r, int64_t want, Plan& plan) {
 
 void Scheduler::preempt_newest(Plan& plan) {
   Request& victim = *running_.back();
+  plan.preempted = true;
   // A victim planned earlier in this step (a decode) gives its tokens back to the budget.
   const auto it = std::find_if(plan.entries.begin(), plan.entries.end(), [&](const Planned& e) { return e.request == &victim; });
   if (it != plan.entries.end()) {

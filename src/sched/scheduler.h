@@ -88,6 +88,7 @@ class Scheduler {
   struct Plan {
     std::vector<Planned> entries;
     int64_t token_budget = 0;
+    bool preempted = false;  // someone was preempted this step: the pools are full, admit nobody
   };
 
   // Gives running request `r` blocks for up to `want` tokens (fewer when that is what fits), preempting
