@@ -1,9 +1,10 @@
 // Scheduler: continuous (in-flight) batching over the window-aware KV cache. Each step takes the decode
 // token of every running request first, then prefill chunks of running and waiting requests in arrival
 // order (FCFS), within a token budget, a sequence budget and a per-sequence chunk limit. Admission counts
-// the reused prefix (cached tokens need no compute) and checks every pool before touching any. When a
-// running request cannot get blocks, the newest running request is preempted by recompute (blocks freed,
-// back to the front of the queue).
+// the reused prefix (cached tokens need no compute) and checks every pool before touching any. A chunk
+// shrinks to the blocks that are free; when a running request cannot get a block for even one token, the
+// newest running request is preempted by recompute (blocks freed, back to the front of the queue), and a
+// step that preempted admits nobody.
 //
 // Why no deadlock and no starvation: running requests are always the oldest unfinished ones (admission is
 // FCFS with head-of-line blocking, preemption takes the newest and puts it back at the front of the queue),
