@@ -9,7 +9,7 @@
 
 #include "kv/kv_cache_manager.h"
 #include "model/config.h"
-#include "model/forward_batch.h"
+#include "core/forward_batch.h"
 
 namespace tide::bench {
 

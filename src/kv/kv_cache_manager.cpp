@@ -120,6 +120,37 @@ bool KvCacheManager::can_append(const SequenceKv& seq, int64_t num_new_tokens) c
   return true;
 }
 
+int64_t KvCacheManager::num_appendable_tokens(const SequenceKv& seq, int64_t max_new_tokens) const {
+  // Pool p can give blocks to positions up to (held + free) * B - 1: blocks_for(n + k) <= held + free.
+  int64_t most = max_new_tokens;
+  for (int p = 0; p < num_pools(); ++p) {
+    const int64_t held = seq.block_tables.empty() ? 0 : static_cast<int64_t>(seq.block_tables[static_cast<size_t>(p)].size());
+    most = std::min(most, (held + pool(p).num_free()) * block_size_ - seq.num_computed());
+  }
+  return std::max<int64_t>(0, most);
+}
+
+int64_t KvCacheManager::num_admissible_tokens(std::span<const int32_t> prompt, int64_t max_new_tokens) const {
+  const int64_t reused = num_reusable_tokens(prompt);
+  const int64_t num_hit_blocks = reused / block_size_;
+  const std::vector<BlockKey> keys = prompt_keys(prompt, num_hit_blocks);
+  int64_t most = std::min(max_new_tokens, static_cast<int64_t>(prompt.size()) - reused);
+  for (int p = 0; p < num_pools(); ++p) {
+    // What admit takes from the free queue: cached device hits leave it, host-only hits each need a block.
+    const BlockPool& bp = pool(p);
+    int64_t taken = 0;
+    for (int64_t j = num_hit_blocks == 0 ? 0 : first_block_read(p, reused); j < num_hit_blocks; ++j) {
+      const std::optional<int32_t> block = bp.device_block(keys[static_cast<size_t>(j)]);
+      taken += !block || bp.refcount(*block) == 0;
+    }
+    const int64_t free_after = bp.num_free() - taken;
+    if (free_after < 0) return 0;
+    // After admit the table has num_hit_blocks entries (nulls before the window included).
+    most = std::min(most, (num_hit_blocks + free_after) * block_size_ - reused);
+  }
+  return std::max<int64_t>(0, most);
+}
+
 void KvCacheManager::append(SequenceKv& seq, int64_t num_new_tokens) {
   if (seq.block_tables.empty()) {
     seq.block_tables.assign(pools_.size(), {});

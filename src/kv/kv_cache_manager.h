@@ -65,6 +65,15 @@ class KvCacheManager {
 
   // Whether every pool has the free blocks to give positions [n, n + num_new_tokens) memory. No mutation.
   bool can_append(const SequenceKv& seq, int64_t num_new_tokens) const;
+  // The most tokens, at most `max_new_tokens`, that append(seq, ·) can give blocks in every pool now
+  // (0 when not even one fits). Equals the largest n <= max_new_tokens with can_append(seq, n). No mutation.
+  int64_t num_appendable_tokens(const SequenceKv& seq, int64_t max_new_tokens) const;
+  // For a fresh sequence on `prompt` (T tokens, L = num_reusable_tokens(prompt)): the most tokens, at most
+  // min(max_new_tokens, T - L), that admit(prompt) followed by append could give blocks in every pool now;
+  // 0 when admit itself has no room (copies back from the host tier need free blocks). Lets a scheduler
+  // decide before admitting, so a refused admission leaves no trace in the LRU order or the hit counts.
+  // No mutation.
+  int64_t num_admissible_tokens(std::span<const int32_t> prompt, int64_t max_new_tokens) const;
   // Gives positions [n, n + num_new_tokens) blocks in every pool (n = seq.num_computed()). Throws when a
   // pool is out of blocks; blocks taken before the throw stay in the table and go back with free().
   void append(SequenceKv& seq, int64_t num_new_tokens);

@@ -9,7 +9,7 @@
 
 #include "backend/backend.h"
 #include "model/config.h"
-#include "model/forward_batch.h"
+#include "core/forward_batch.h"
 #include "model/weights.h"
 
 namespace tide {

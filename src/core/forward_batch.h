@@ -1,5 +1,7 @@
-// ForwardBatch: one step's work for the model, built by the caller (generator now, scheduler later).
-// Sequences may mix prefill chunks and single decode tokens; each brings its block table per layer group.
+// ForwardBatch: one step's work for the model, built by the scheduler (sched/) or the engine and read by
+// Cohere2Model::forward. Sequences may mix prefill chunks and single decode tokens; each brings its block
+// table per layer group. Plain data over kv's vocabulary (block ids), so it lives in core/: the scheduler
+// that builds it and the model that reads it both depend on it, not on each other.
 #pragma once
 
 #include <cstdint>

@@ -1,0 +1,29 @@
+#include "sched/scheduled_step.h"
+
+#include "core/error.h"
+
+namespace tide {
+
+void build_forward_batch(ScheduledStep& step, std::span<const Request* const> requests) {
+  TIDE_CHECK(requests.size() == step.seqs.size());
+  ForwardBatch& batch = step.batch;
+  batch = ForwardBatch{};
+  step.sample_ids.clear();
+  for (size_t i = 0; i < step.seqs.size(); ++i) {
+    const ScheduledSequence& s = step.seqs[i];
+    const Request& r = *requests[i];
+    TIDE_CHECK(r.id == s.request_id && s.num_tokens > 0 && s.start_pos + s.num_tokens <= r.num_tokens());
+    const auto offset = static_cast<int32_t>(batch.token_ids.size());
+    const auto first = r.token_ids.begin() + s.start_pos;
+    batch.token_ids.insert(batch.token_ids.end(), first, first + s.num_tokens);
+    ForwardSequence fs{s.start_pos, s.num_tokens, {}};
+    for (const std::vector<int32_t>& table : r.kv.block_tables) fs.block_tables.emplace_back(table);
+    batch.seqs.push_back(std::move(fs));
+    if (s.samples) {
+      batch.logit_indices.push_back(offset + static_cast<int32_t>(s.num_tokens) - 1);
+      step.sample_ids.push_back(s.request_id);
+    }
+  }
+}
+
+}  // namespace tide

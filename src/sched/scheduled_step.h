@@ -1,0 +1,40 @@
+// ScheduledStep: one step's plan as the scheduler hands it to the engine loop: which requests compute which
+// tokens, the block copies to run first, the ForwardBatch for the model and which logits rows to sample for
+// which request. Plain data; the batch's block tables are views into the requests' SequenceKv tables and
+// stay valid until Scheduler::update(step, ...) (nothing mutates them in between).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "core/forward_batch.h"
+#include "core/kv_block.h"
+#include "sched/request.h"
+
+namespace tide {
+
+struct ScheduledSequence {
+  RequestId request_id = 0;
+  int64_t start_pos = 0;   // the request's num_computed_tokens() when scheduled
+  int64_t num_tokens = 0;  // tokens computed this step: token_ids[start_pos, start_pos + num_tokens)
+  bool samples = false;    // computes the request's newest token, so its logits pick the next id
+};
+
+struct ScheduledStep {
+  int64_t step_id = 0;
+  std::vector<ScheduledSequence> seqs;         // [S], in batch order: decodes first, then prefill chunks
+  std::vector<std::vector<BlockCopy>> copies;  // [pool]: run, in order, before the forward (even if S = 0)
+  ForwardBatch batch;                          // token ids, positions, block tables, logit rows
+  std::vector<RequestId> sample_ids;           // [batch.logit_indices.size()]: whose next id each row picks
+
+  bool empty() const { return seqs.empty(); }
+  int64_t num_tokens() const { return static_cast<int64_t>(batch.token_ids.size()); }
+};
+
+// Fills step.batch and step.sample_ids from step.seqs; requests[i] is the request of step.seqs[i] (already
+// appended: its tables cover the scheduled tokens). Rows to sample are the last token of each sequence whose
+// `samples` is set, in sequence order; a prefill chunk that does not finish its tokens samples nothing.
+void build_forward_batch(ScheduledStep& step, std::span<const Request* const> requests);
+
+}  // namespace tide

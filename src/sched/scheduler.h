@@ -1,0 +1,119 @@
+// Scheduler: continuous (in-flight) batching over the window-aware KV cache. Each step takes the decode
+// token of every running request first, then prefill chunks of running and waiting requests in arrival
+// order (FCFS), within a token budget, a sequence budget and a per-sequence chunk limit. Admission counts
+// the reused prefix (cached tokens need no compute) and checks every pool before touching any. A chunk
+// shrinks to the blocks that are free; when a running request cannot get a block for even one token, the
+// newest running request is preempted by recompute (blocks freed, back to the front of the queue), and a
+// step that preempted admits nobody.
+//
+// Why no deadlock and no starvation: running requests are always the oldest unfinished ones (admission is
+// FCFS with head-of-line blocking, preemption takes the newest and puts it back at the front of the queue),
+// so the oldest running request can always preempt everything else, and alone it fits (add() checked
+// KvCacheManager::fits). If it still cannot progress, it finishes with an error instead of hanging.
+//
+// Engine loop (one thread): step = schedule(); run step.copies; forward(step.batch) when !step.empty();
+// sample one id per step.sample_ids row; update(step, ids); take_finished(). Non-goals: sampling parameters,
+// detokenization, threads, priorities other than arrival order.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "kv/kv_cache_manager.h"
+#include "sched/request.h"
+#include "sched/scheduled_step.h"
+
+namespace tide {
+
+struct SchedulerOptions {
+  int64_t max_num_batched_tokens = 2048;  // tokens of one step, all sequences together
+  int64_t max_num_seqs = 256;             // running requests at once (so sequences in one step)
+  int64_t max_prefill_chunk = 512;        // tokens of one sequence in one step
+  int64_t max_model_len = 0;              // longest prompt + max_tokens (the model's context); required
+
+  // Throws tide::Error naming the option when a value is not positive.
+  void validate() const;
+};
+
+class Scheduler {
+ public:
+  // `kv` must outlive the scheduler; the scheduler is its only user while requests are live.
+  Scheduler(KvCacheManager& kv, SchedulerOptions options);
+  // Gives the blocks of every live request back to `kv`.
+  ~Scheduler();
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  const SchedulerOptions& options() const { return options_; }
+  const KvCacheManager& kv() const { return kv_; }
+
+  // Queues a request (status waiting) and returns its id (increasing in arrival order). Throws tide::Error,
+  // queueing nothing, when it can never run: empty prompt, max_tokens < 0, prompt + max_tokens beyond
+  // max_model_len, or more blocks than the pools hold (!kv.fits). max_tokens 0 finishes at once ("length").
+  RequestId add(RequestParams params);
+  // Finishes request `id` with `reason` (abort, or stop found by the engine, e.g. a stop string); its blocks
+  // go back. While a step is in flight, a request in it finishes in update() (its blocks are being read).
+  // Returns false when `id` is unknown or already finished.
+  bool finish(RequestId id, FinishReason reason);
+  bool abort(RequestId id) { return finish(id, FinishReason::kAbort); }
+
+  // Plans the next step: appends blocks for every scheduled token, admits waiting requests, preempts when
+  // pools run out, and takes the block copies. Each call must be followed by update() before the next.
+  ScheduledStep schedule();
+  // Records that `step` ran: commits its tokens' K/V, appends sampled_ids[i] (row i, for
+  // step.sample_ids[i]) to its request, and finishes requests that hit a stop id or max_tokens (or whose
+  // finish was asked for during the step), freeing their blocks. Throws tide::Error on a count mismatch.
+  void update(const ScheduledStep& step, std::span<const int32_t> sampled_ids);
+  // Requests finished since the last call (any reason), in the order they finished; the scheduler forgets
+  // them.
+  std::vector<std::unique_ptr<Request>> take_finished();
+
+  // The live (unfinished) request `id`, or null. The pointer stays valid until it finishes.
+  const Request* find(RequestId id) const;
+  size_t num_waiting() const { return waiting_.size(); }  // waiting and preempted
+  size_t num_running() const { return running_.size(); }
+  bool has_unfinished() const { return !requests_.empty(); }
+  int64_t num_preemptions() const { return num_preemptions_; }
+  // SequenceKv of every live request, for KvCacheManager::check_invariants.
+  std::vector<const SequenceKv*> live_sequences() const;
+
+ private:
+  struct Planned {
+    Request* request;
+    int64_t num_tokens;
+  };
+  struct Plan {
+    std::vector<Planned> entries;
+    int64_t token_budget = 0;
+    bool preempted = false;  // someone was preempted this step: the pools are full, admit nobody
+  };
+
+  // Gives running request `r` blocks for up to `want` tokens (fewer when that is what fits), preempting
+  // newer running requests when not even one token fits. Returns the tokens planned; 0 when `r` itself was
+  // preempted or failed.
+  int64_t reserve(Request& r, int64_t want, Plan& plan);
+  // Admits waiting requests from the front of the queue while budgets and blocks allow.
+  void admit_waiting(Plan& plan);
+  // Frees the newest running request's blocks and puts it back at the front of the queue.
+  void preempt_newest(Plan& plan);
+  // Removes `r` from the queues, frees its blocks, and hands it to finished_.
+  void finish_now(Request& r, FinishReason reason, std::string error = {});
+
+  KvCacheManager& kv_;
+  SchedulerOptions options_;
+  int64_t chunk_;  // the longest chunk any step computes: min(max_prefill_chunk, max_num_batched_tokens)
+  std::unordered_map<RequestId, std::unique_ptr<Request>> requests_;  // live requests
+  std::deque<Request*> waiting_;  // in arrival order (preempted ones are older than the rest)
+  std::vector<Request*> running_;  // in arrival order; all older than every waiting request
+  std::vector<std::unique_ptr<Request>> finished_;
+  RequestId next_id_ = 1;
+  int64_t next_step_id_ = 0;
+  bool in_flight_ = false;
+  int64_t num_preemptions_ = 0;
+};
+
+}  // namespace tide

@@ -1,0 +1,142 @@
+// Scheduler, randomised: a few hundred requests arriving over time (random lengths on shared prefixes,
+// max_tokens, stop ids, min_tokens), aborts at random moments (waiting, running, with a step in flight),
+// pools small enough to force preemption, with and without a host tier, windows of different sizes. Every
+// request must finish with the ids and reason it gets alone (an aborted one with a prefix of them), KV
+// invariants hold after every step, admission is FCFS, and at the end no block is in use.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <memory>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "sched/scheduler.h"
+#include "sched_test_util.h"
+
+namespace tide {
+namespace {
+
+using namespace test;
+using Tokens = std::vector<int32_t>;
+constexpr int32_t kVocab = 64;
+
+struct StressConfig {
+  std::string name;
+  uint32_t seed;
+  int64_t block_size;
+  std::vector<int64_t> windows;  // one pool per window (0: global)
+  bool host_tier;
+  SchedulerOptions options;
+  int64_t pool_sequences;  // each pool holds this many longest sequences (preemption below max_num_seqs)
+};
+
+std::ostream& operator<<(std::ostream& os, const StressConfig& c) { return os << c.name; }
+
+class SchedulerStress : public testing::TestWithParam<StressConfig> {};
+
+TEST_P(SchedulerStress, EveryRequestFinishesWithItsOwnIds) {
+  const StressConfig cfg = GetParam();
+  std::mt19937 rng(cfg.seed);
+  auto uniform = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
+  constexpr int64_t kMaxPrompt = 60, kMaxTokens = 24;
+  constexpr size_t kNumRequests = 300;
+
+  const int64_t b = cfg.block_size, max_len = kMaxPrompt + kMaxTokens;
+  const int64_t chunk = std::min(cfg.options.max_prefill_chunk, cfg.options.max_num_batched_tokens);
+  std::vector<PoolSpec> specs;
+  for (int64_t w : cfg.windows) {
+    KvCacheManager probe(b, {{w, 1 << 20, 0}}, false);
+    const auto need = static_cast<int32_t>(probe.max_blocks_per_sequence(0, max_len, chunk) * cfg.pool_sequences);
+    specs.push_back(PoolSpec{w, need, cfg.host_tier ? need : 0});
+  }
+  KvCacheManager kv(b, specs, true);
+  FakeModel model(kv, kVocab);
+  SchedulerOptions options = cfg.options;
+  options.max_model_len = max_len;
+  Scheduler sched(kv, options);
+
+  std::vector<Tokens> prefixes;
+  for (int i = 0; i < 3; ++i) {
+    Tokens t;
+    for (int64_t n = uniform(b, 40); n > 0; --n) t.push_back(static_cast<int32_t>(uniform(0, kVocab - 1)));
+    prefixes.push_back(t);
+  }
+  auto random_request = [&] {
+    RequestParams p;
+    if (uniform(0, 3) > 0) {
+      const Tokens& prefix = prefixes[static_cast<size_t>(uniform(0, 2))];
+      p.prompt.assign(prefix.begin(), prefix.begin() + uniform(1, static_cast<int64_t>(prefix.size())));
+    }
+    for (int64_t n = uniform(p.prompt.empty() ? 1 : 0, 20); n > 0; --n) p.prompt.push_back(static_cast<int32_t>(uniform(0, kVocab - 1)));
+    p.max_tokens = uniform(1, kMaxTokens);
+    for (int64_t n = uniform(0, 2); n > 0; --n) p.stop_ids.push_back(static_cast<int32_t>(uniform(0, kVocab - 1)));
+    if (uniform(0, 4) == 0) p.min_tokens = uniform(0, p.max_tokens);
+    return p;
+  };
+
+  std::map<RequestId, std::unique_ptr<Request>> finished;
+  std::set<RequestId> aborted;  // abort() returned true
+  std::map<RequestId, int64_t> first_scheduled;
+  std::vector<RequestId> ids;
+  int64_t steps = 0, cached_tokens = 0;
+  auto try_abort = [&](RequestId id) {
+    if (sched.abort(id)) aborted.insert(id);
+  };
+  while (ids.size() < kNumRequests || sched.has_unfinished()) {
+    ASSERT_LT(steps, 20000) << "no progress: " << sched.num_running() << " running, " << sched.num_waiting() << " waiting";
+    for (int64_t n = uniform(0, 3); n > 0 && ids.size() < kNumRequests; --n) ids.push_back(sched.add(random_request()));
+    if (!ids.empty() && uniform(0, 24) == 0) try_abort(ids[static_cast<size_t>(uniform(0, static_cast<int64_t>(ids.size()) - 1))]);
+    ScheduledStep step;
+    ASSERT_TRUE(run_step(sched, kv, model, finished, &step, [&](const ScheduledStep& s) {
+      if (!s.empty() && uniform(0, 24) == 0) try_abort(s.seqs[static_cast<size_t>(uniform(0, static_cast<int64_t>(s.seqs.size()) - 1))].request_id);
+    })) << "step " << steps;
+    for (const ScheduledSequence& s : step.seqs) first_scheduled.emplace(s.request_id, steps);
+    ++steps;
+  }
+
+  // Starvation-free: first admissions happen in arrival order.
+  int64_t last = -1;
+  for (const auto& [id, step] : first_scheduled) {
+    EXPECT_GE(step, last) << "request " << id << " overtaken";
+    last = std::max(last, step);
+  }
+  ASSERT_EQ(finished.size(), kNumRequests);
+  for (const auto& [id, r] : finished) {
+    const Reference ref = reference_output(r->params, model.windows(), kVocab);
+    const Tokens out(r->output_ids().begin(), r->output_ids().end());
+    cached_tokens += r->num_cached_tokens;
+    if (aborted.count(id)) {
+      EXPECT_EQ(r->finish_reason, FinishReason::kAbort) << "request " << id;
+      ASSERT_LE(out.size(), ref.ids.size()) << "request " << id;
+      EXPECT_TRUE(std::equal(out.begin(), out.end(), ref.ids.begin())) << "request " << id;
+    } else {
+      EXPECT_EQ(r->finish_reason, ref.reason) << "request " << id << " " << r->error;
+      EXPECT_EQ(out, ref.ids) << "request " << id;
+    }
+  }
+  for (int p = 0; p < kv.num_pools(); ++p) EXPECT_EQ(kv.pool(p).num_in_use(), 0) << "pool " << p;
+  EXPECT_GT(sched.num_preemptions(), 0);
+  EXPECT_GT(cached_tokens, 0);
+  EXPECT_FALSE(aborted.empty());
+  if (cfg.host_tier) {
+    EXPECT_GT(model.num_to_host, 0);    // evictions went to the host tier ...
+    EXPECT_GT(model.num_to_device, 0);  // ... and hits were served from it
+  }
+}
+
+SchedulerOptions opts(int64_t tokens, int64_t seqs, int64_t chunk) { return SchedulerOptions{tokens, seqs, chunk, 0}; }
+
+INSTANTIATE_TEST_SUITE_P(
+    Configs, SchedulerStress,
+    testing::Values(StressConfig{"GlobalOnly", 11, 4, {0}, false, opts(64, 8, 16), 2},
+                    StressConfig{"SlidingAndGlobal", 12, 4, {9, 0}, false, opts(48, 12, 16), 3},
+                    StressConfig{"SlidingAndGlobalHostTier", 13, 4, {9, 0}, true, opts(48, 12, 16), 3},
+                    StressConfig{"TwoWindowsAndGlobal", 14, 3, {5, 17, 0}, false, opts(32, 6, 7), 2},
+                    StressConfig{"BlockLargerThanWindow", 15, 8, {5, 0}, true, opts(40, 10, 12), 2},
+                    StressConfig{"TightBudgets", 16, 2, {6, 0}, false, opts(9, 8, 5), 2}),
+    [](const testing::TestParamInfo<StressConfig>& info) { return info.param.name; });
+
+}  // namespace
+}  // namespace tide
