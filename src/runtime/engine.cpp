@@ -86,12 +86,16 @@ EngineOptions resolve_kv_budget(EngineOptions options, const Cohere2Model& model
     options.kv_cache_memory = int64_t{256} << 20;
     return options;
   }
-  // What one step's activations may take at most: a prefill chunk's hidden states, qkv and MLP intermediates
-  // (counted at 4 bytes), the f32 logits of up to 256 rows, and 1 GiB for kernels' scratch and the library.
+  // What one step's activations may take at most: the hidden states, qkv and MLP intermediates (counted at
+  // 4 bytes) of its tokens (a batched step: max_num_batched_tokens; prompt_logits: a prefill chunk), the f32
+  // logits of one row per sequence (at least 256, a decode graph's batch), and 1 GiB for kernels' scratch
+  // and the library.
   const ModelConfig& c = model.config();
+  const int64_t step_tokens = std::max(options.max_prefill_chunk, options.max_num_batched_tokens);
+  const int64_t logit_rows = std::max<int64_t>(256, std::min(options.max_num_seqs, step_tokens));
   const int64_t reserve = (int64_t{1} << 30) +
-                          options.max_prefill_chunk * (8 * c.hidden_size + c.qkv_size() + 3 * c.intermediate_size) * 4 +
-                          256 * c.vocab_size * 4;
+                          step_tokens * (8 * c.hidden_size + c.qkv_size() + 3 * c.intermediate_size) * 4 +
+                          logit_rows * c.vocab_size * 4;
   const int64_t used = memory->total - memory->free;  // the weights, mostly
   const auto allowed = static_cast<int64_t>(options.gpu_memory_utilization * static_cast<double>(memory->total));
   options.kv_cache_memory = allowed - used - reserve;
