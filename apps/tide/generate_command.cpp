@@ -1,5 +1,6 @@
-// tide generate: complete prompts (text, ids, or a file of them run one after another in one engine),
-// printing the text as it is produced, or one JSON object per prompt with --json.
+// tide generate: complete prompts (text, ids, or a file of them run one after another in one engine, or all
+// at once with --concurrent: continuous batching), printing the text as it is produced, or one JSON object
+// per prompt with --json.
 #include <iostream>
 #include <memory>
 
@@ -35,6 +36,9 @@ struct GenerateArgs {
   bool enforce_eager = false;
   bool ignore_eos = false;
   bool json = false;
+  bool concurrent = false;
+  int64_t max_num_seqs = EngineOptions{}.max_num_seqs;
+  int64_t max_num_batched_tokens = EngineOptions{}.max_num_batched_tokens;
 };
 
 // {"block_size": B, "pools": [{"window": W or null, "num_layers", "capacity_blocks", ...}]}: outside
@@ -55,15 +59,20 @@ nlohmann::json kv_json(const Engine& engine) {
   return {{"block_size", engine.kv_cache().block_size()}, {"pools", pools}};
 }
 
+void print_result_json(const Engine& engine, const std::vector<int32_t>& prompt_ids, const GenerateResult& result) {
+  nlohmann::json j = {{"prompt_ids", prompt_ids},
+                      {"ids", result.ids},
+                      {"text", engine.tokenizer().decode(result.ids, /*skip_special_tokens=*/true)},
+                      {"finish_reason", result.finish_reason},
+                      {"cached_tokens", result.cached_tokens},
+                      {"kv", kv_json(engine)}};
+  if (result.finish_reason == "error") j["error"] = result.error;
+  print_json(j);
+}
+
 void run_one(Engine& engine, const std::vector<int32_t>& prompt_ids, const GenerateOptions& gen, bool json) {
   if (json) {
-    const GenerateResult result = engine.generate(prompt_ids, gen);
-    print_json({{"prompt_ids", prompt_ids},
-                {"ids", result.ids},
-                {"text", engine.tokenizer().decode(result.ids, /*skip_special_tokens=*/true)},
-                {"finish_reason", result.finish_reason},
-                {"cached_tokens", result.cached_tokens},
-                {"kv", kv_json(engine)}});
+    print_result_json(engine, prompt_ids, engine.generate(prompt_ids, gen));
     return;
   }
   // Plain mode: the prompt, then the continuation streamed as whole UTF-8 characters.
@@ -103,7 +112,30 @@ void run_generate(const GenerateArgs& args, const CLI::App& cmd) {
   options.gpu_memory_utilization = args.gpu_memory_utilization;
   options.enable_prefix_caching = !args.no_prefix_caching;
   options.enforce_eager = args.enforce_eager;
+  options.max_num_seqs = args.max_num_seqs;
+  options.max_num_batched_tokens = args.max_num_batched_tokens;
   Engine engine(args.model, make_backend(args.device), options);
+
+  if (args.concurrent) {
+    // Every prompt submitted at once; results printed in the file's order when all have finished ("kv" is
+    // then the cache after the whole batch).
+    std::vector<BatchRequest> batch;
+    for (const PromptSpec& p : prompts) {
+      gen.max_tokens = p.max_tokens.value_or(args.max_tokens);
+      batch.push_back(BatchRequest{p.ids ? *p.ids : engine.tokenizer().encode(p.text), gen});
+    }
+    const std::vector<GenerateResult> results = engine.generate_batch(batch);
+    for (size_t i = 0; i < batch.size(); ++i) {
+      if (args.json) {
+        print_result_json(engine, batch[i].prompt, results[i]);
+      } else {
+        std::cout << engine.tokenizer().decode(batch[i].prompt, /*skip_special_tokens=*/true)
+                  << engine.tokenizer().decode(results[i].ids, /*skip_special_tokens=*/true) << std::endl;
+        if (results[i].finish_reason == "error") std::cerr << "error: " << results[i].error << std::endl;
+      }
+    }
+    return;
+  }
 
   // Prompts run one after another in this engine, sharing its KV cache (and prefix cache).
   for (const PromptSpec& p : prompts) {
@@ -124,7 +156,7 @@ void add_generate_command(CLI::App& app) {
   auto* ids = cmd->add_option("--prompt-ids", args->prompt_ids, "Prompt token ids, comma-separated");
   auto* file = cmd->add_option("--prompts-file", args->prompts_file,
                                "JSON Lines of {\"prompt_ids\": [...]} or {\"prompt\": \"...\"} (optional "
-                               "\"max_tokens\"), run one after another in one engine");
+                               "\"max_tokens\"), run one after another in one engine (all at once with --concurrent)");
   text->excludes(ids);
   file->excludes(text)->excludes(ids);
   cmd->add_option("--max-tokens", args->max_tokens, "Maximum number of tokens to generate")
@@ -175,6 +207,14 @@ void add_generate_command(CLI::App& app) {
                 "Run every decode step op by op instead of replaying recorded CUDA graphs");
   cmd->add_option("--device", args->device, "Where to run: cpu, cuda, or auto (cuda when a GPU is present)")->capture_default_str();
   cmd->add_flag("--ignore-eos", args->ignore_eos, "Keep generating after an end-of-sequence token");
+  cmd->add_flag("--concurrent", args->concurrent,
+                "Submit every prompt at once and run them together (continuous batching) instead of one after "
+                "another; output in the prompts' order when all have finished");
+  cmd->add_option("--max-num-seqs", args->max_num_seqs, "Requests running at once (--concurrent)")
+      ->capture_default_str();
+  cmd->add_option("--max-num-batched-tokens", args->max_num_batched_tokens,
+                  "Tokens of one forward step, all requests together (--concurrent)")
+      ->capture_default_str();
   cmd->add_flag("--json", args->json,
                 "Print one JSON object per prompt {prompt_ids, ids, text, finish_reason, cached_tokens, kv}");
   cmd->callback([args, cmd] {

@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <fstream>
 #include <random>
+#include <unordered_map>
 
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "sched/scheduler.h"
 
 namespace tide {
 namespace {
@@ -84,12 +86,16 @@ EngineOptions resolve_kv_budget(EngineOptions options, const Cohere2Model& model
     options.kv_cache_memory = int64_t{256} << 20;
     return options;
   }
-  // What one step's activations may take at most: a prefill chunk's hidden states, qkv and MLP intermediates
-  // (counted at 4 bytes), the f32 logits of up to 256 rows, and 1 GiB for kernels' scratch and the library.
+  // What one step's activations may take at most: the hidden states, qkv and MLP intermediates (counted at
+  // 4 bytes) of its tokens (a batched step: max_num_batched_tokens; prompt_logits: a prefill chunk), the f32
+  // logits of one row per sequence (at least 256, a decode graph's batch), and 1 GiB for kernels' scratch
+  // and the library.
   const ModelConfig& c = model.config();
+  const int64_t step_tokens = std::max(options.max_prefill_chunk, options.max_num_batched_tokens);
+  const int64_t logit_rows = std::max<int64_t>(256, std::min(options.max_num_seqs, step_tokens));
   const int64_t reserve = (int64_t{1} << 30) +
-                          options.max_prefill_chunk * (8 * c.hidden_size + c.qkv_size() + 3 * c.intermediate_size) * 4 +
-                          256 * c.vocab_size * 4;
+                          step_tokens * (8 * c.hidden_size + c.qkv_size() + 3 * c.intermediate_size) * 4 +
+                          logit_rows * c.vocab_size * 4;
   const int64_t used = memory->total - memory->free;  // the weights, mostly
   const auto allowed = static_cast<int64_t>(options.gpu_memory_utilization * static_cast<double>(memory->total));
   options.kv_cache_memory = allowed - used - reserve;
@@ -105,6 +111,10 @@ std::vector<PoolSpec> plan_kv_pools(const Cohere2Model& model, const EngineOptio
   if (options.block_size <= 0) fail("--block-size must be positive, got {}", options.block_size);
   if (options.max_prefill_chunk <= 0) fail("prefill chunk must be positive, got {}", options.max_prefill_chunk);
   if (options.kv_cache_memory <= 0) fail("--kv-cache-memory must be positive, got {}", options.kv_cache_memory);
+  if (options.max_num_batched_tokens <= 0) {
+    fail("--max-num-batched-tokens must be positive, got {}", options.max_num_batched_tokens);
+  }
+  if (options.max_num_seqs <= 0) fail("--max-num-seqs must be positive, got {}", options.max_num_seqs);
   if (options.host_kv_cache_memory < 0) {
     fail("--host-kv-cache-memory must be >= 0, got {}", options.host_kv_cache_memory);
   }
@@ -186,48 +196,147 @@ void Engine::extend(SequenceKv& seq, std::span<const int32_t> tokens, const std:
   }
 }
 
-GenerateResult Engine::generate(std::span<const int32_t> prompt, const GenerateOptions& options,
-                                const std::function<void(int32_t)>& on_token) {
-  const SamplingParams& sampling = options.sampling;
-  sampling.validate();
+void Engine::check_request(std::span<const int32_t> prompt, const GenerateOptions& options) const {
+  options.sampling.validate();
   if (options.max_tokens < 0) fail("max tokens must be >= 0, got {}", options.max_tokens);
   check_prompt(prompt, options.max_tokens);
-  GenerateResult result;
-  result.finish_reason = "length";
-  if (options.max_tokens == 0) return result;
-
-  // The sequence's random stream: draw n uses (seed, n), whatever else a batch holds.
-  std::random_device device;
-  const uint64_t seed = sampling.seed ? *sampling.seed : (uint64_t{device()} << 32 | device());
-  TokenHistory history;
-  if (sampling.has_penalties()) history.add_prompt(prompt);
-
-  ScopedSequence seq(kv_manager_);
-  Tensor logits = prefill(seq.get(), prompt, result.cached_tokens);
-  Tensor next_id = backend_->alloc(DType::kI32, Shape{1});
-  while (true) {
-    // Sampled on the backend from its logits; only the chosen id comes back.
-    const SamplingRow row = sampling.row(seed, result.ids.size());
-    const int32_t history_starts[2] = {0, static_cast<int32_t>(history.tokens().size())};
-    SamplingBatch batch{std::span(&row, 1), {}, history.tokens()};
-    if (sampling.has_penalties()) batch.history_starts = history_starts;
-    backend_->sample(next_id, logits, batch);
-    int32_t next = 0;
-    backend_->download(next_id, &next);
-    if (sampling.has_penalties()) history.add_output(next);
-
-    result.ids.push_back(next);
-    if (on_token) on_token(next);
-    const bool is_stop = std::binary_search(stop_ids_.begin(), stop_ids_.end(), next);
-    if (is_stop && !options.ignore_eos) {
-      result.finish_reason = "stop";
-      break;
+  for (int32_t id : options.stop_token_ids) {
+    if (id < 0 || id >= config().vocab_size) {
+      fail("stop token id {} is out of range (vocabulary size {})", id, config().vocab_size);
     }
-    if (static_cast<int64_t>(result.ids.size()) >= options.max_tokens) break;
-    const int32_t token[1] = {next};
-    extend(seq.get(), token, [](size_t) { return true; }, [&](const Tensor& t) { logits = t; });
   }
-  return result;
+}
+
+GenerateResult Engine::generate(std::span<const int32_t> prompt, const GenerateOptions& options,
+                                const std::function<void(int32_t)>& on_token) {
+  check_request(prompt, options);  // the message without generate_batch's "request 0: "
+  const BatchRequest request{std::vector<int32_t>(prompt.begin(), prompt.end()), options};
+  BatchTokenCallback callback;
+  if (on_token) callback = [&](size_t, int32_t id) { on_token(id); };
+  std::vector<GenerateResult> results = generate_batch(std::span(&request, 1), callback);
+  if (results[0].finish_reason == "error") fail("{}", results[0].error);
+  return std::move(results[0]);
+}
+
+std::vector<GenerateResult> Engine::generate_batch(std::span<const BatchRequest> requests,
+                                                   const BatchTokenCallback& on_token) {
+  for (size_t i = 0; i < requests.size(); ++i) {
+    try {
+      check_request(requests[i].prompt, requests[i].options);
+    } catch (const Error& e) {
+      fail("request {}: {}", i, e.what());
+    }
+  }
+  Scheduler scheduler(kv_manager_, SchedulerOptions{options_.max_num_batched_tokens, options_.max_num_seqs,
+                                                    options_.max_prefill_chunk, config().max_position_embeddings});
+  // What the engine keeps per request beside the scheduler's Request: sampling state and what was emitted.
+  struct Live {
+    size_t index = 0;
+    uint64_t seed = 0;  // the request's random stream: draw n uses (seed, n), whatever else a batch holds
+    TokenHistory history;
+    int64_t emitted = 0;  // output ids already handed to on_token
+  };
+  std::unordered_map<RequestId, Live> live;
+  std::vector<GenerateResult> results(requests.size());
+  std::random_device device;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const BatchRequest& req = requests[i];
+    RequestParams params;
+    params.prompt = req.prompt;
+    params.max_tokens = req.options.max_tokens;
+    if (!req.options.ignore_eos) params.stop_ids = stop_ids_;
+    params.stop_ids.insert(params.stop_ids.end(), req.options.stop_token_ids.begin(), req.options.stop_token_ids.end());
+    RequestId id = 0;
+    try {
+      id = scheduler.add(std::move(params));
+    } catch (const Error& e) {
+      fail("request {}: {}", i, e.what());
+    }
+    Live& l = live[id];
+    l.index = i;
+    const SamplingParams& sampling = req.options.sampling;
+    l.seed = sampling.seed ? *sampling.seed : (uint64_t{device()} << 32 | device());
+    if (sampling.has_penalties()) l.history.add_prompt(req.prompt);
+  }
+  auto params_of = [&](const Live& l) -> const SamplingParams& { return requests[l.index].options.sampling; };
+  auto record = [&](const Request& r) {
+    const auto it = live.find(r.id);
+    GenerateResult& out = results[it->second.index];
+    const auto ids = r.output_ids();
+    out.ids.assign(ids.begin(), ids.end());
+    out.finish_reason = to_string(r.finish_reason);
+    out.error = r.error;
+    out.cached_tokens = r.num_cached_tokens;
+    out.num_preemptions = r.num_preemptions;
+    live.erase(it);
+  };
+
+  std::vector<SamplingRow> rows;
+  std::vector<int32_t> history_starts;
+  std::vector<HistoryToken> history;
+  int64_t idle_steps = 0;
+  while (true) {
+    // Finished at add() (max_tokens 0) or while scheduling (errors); those of a step are recorded below.
+    for (const std::unique_ptr<Request>& r : scheduler.take_finished()) record(*r);
+    if (!scheduler.has_unfinished()) break;
+
+    const ScheduledStep step = scheduler.schedule();
+    for (size_t p = 0; p < step.copies.size(); ++p) {  // evictions and copies back land before the forward
+      if (!step.copies[p].empty()) backend_->copy_blocks(kv_storage_[p], host_kv_storage_[p], step.copies[p]);
+    }
+    std::vector<int32_t> sampled(step.sample_ids.size());
+    if (step.empty()) {
+      // The scheduler makes progress or finishes requests with an error; a long run of empty steps is a bug.
+      TIDE_CHECK(++idle_steps < 1000);
+    } else {
+      idle_steps = 0;
+      const Tensor logits = model_.forward(step.batch, kv_storage_);
+      if (!sampled.empty()) {
+        // One sample op over every row of the step, each with its own request's parameters and stream.
+        rows.clear();
+        history.clear();
+        history_starts.assign(1, 0);
+        bool any_history = false;
+        for (RequestId id : step.sample_ids) {
+          const Request& r = *scheduler.find(id);
+          const Live& l = live.at(id);
+          const SamplingParams& sp = params_of(l);
+          rows.push_back(sp.row(l.seed, static_cast<uint64_t>(r.num_output_tokens())));
+          if (sp.has_penalties()) {
+            any_history = true;
+            history.insert(history.end(), l.history.tokens().begin(), l.history.tokens().end());
+          }
+          history_starts.push_back(static_cast<int32_t>(history.size()));
+        }
+        SamplingBatch batch{rows, {}, history};
+        if (any_history) batch.history_starts = history_starts;
+        Tensor ids = backend_->alloc(DType::kI32, Shape{static_cast<int64_t>(sampled.size())});
+        backend_->sample(ids, logits, batch);
+        backend_->download(ids, sampled.data());
+      }
+    }
+    scheduler.update(step, sampled);
+
+    // New ids: into the penalties' history and out to the caller, then the requests this step finished.
+    {
+      const std::vector<std::unique_ptr<Request>> done = scheduler.take_finished();
+      std::unordered_map<RequestId, const Request*> done_by_id;
+      for (const std::unique_ptr<Request>& r : done) done_by_id.emplace(r->id, r.get());
+      for (RequestId id : step.sample_ids) {
+        const Request* r = scheduler.find(id);
+        if (!r) r = done_by_id.at(id);
+        Live& l = live.at(id);
+        const auto out = r->output_ids();
+        for (; l.emitted < r->num_output_tokens(); ++l.emitted) {
+          const int32_t token = out[static_cast<size_t>(l.emitted)];
+          if (params_of(l).has_penalties()) l.history.add_output(token);
+          if (on_token) on_token(l.index, token);
+        }
+      }
+      for (const std::unique_ptr<Request>& r : done) record(*r);
+    }
+  }
+  return results;
 }
 
 std::vector<std::vector<float>> Engine::prompt_logits(std::span<const int32_t> prompt, bool all_positions) {

@@ -1,7 +1,7 @@
-// Engine: a loaded model, its tokenizer, a backend and the paged KV cache, with synchronous generation
-// for one sequence at a time: prefill the prompt in chunks, then decode token by token reusing the KV cache
-// (the prompt is never recomputed). The engine runtime issue adds the threaded step loop and batching of
-// many requests on top of the same ForwardBatch path.
+// Engine: a loaded model, its tokenizer, a backend and the paged KV cache. generate_batch() runs many
+// requests together with continuous batching (sched/Scheduler: decode tokens and prefill chunks of different
+// requests share each forward step, preemption by recompute when the pools run out) in the calling thread;
+// generate() is its one-request case. Next (issue 5): the step loop on its own thread, streaming, cancel.
 #pragma once
 
 #include <cstdint>
@@ -28,21 +28,35 @@ struct EngineOptions {
   double gpu_memory_utilization = 0.9;
   int64_t host_kv_cache_memory = 0;              // bytes for all host-tier pools together (0: no host tier)
   bool enable_prefix_caching = true;
-  int64_t max_prefill_chunk = 512;               // prompt tokens per forward step
+  int64_t max_prefill_chunk = 512;               // prompt tokens of one sequence per forward step
+  int64_t max_num_batched_tokens = 2048;         // tokens of one step, all sequences together (generate_batch)
+  int64_t max_num_seqs = 256;                    // requests running at once (generate_batch)
   bool enforce_eager = false;                    // never replay recorded graphs of decode steps
 };
 
 struct GenerateOptions {
   int64_t max_tokens = 16;
   SamplingParams sampling;
-  bool ignore_eos = false;
+  bool ignore_eos = false;                // the engine's stop_token_ids() do not end generation
+  std::vector<int32_t> stop_token_ids;    // more ids that end generation (also with ignore_eos); kept in ids
+};
+
+// One request of Engine::generate_batch.
+struct BatchRequest {
+  std::vector<int32_t> prompt;  // token ids
+  GenerateOptions options;      // stop ids: options.stop_token_ids, and the engine's unless ignore_eos
 };
 
 struct GenerateResult {
-  std::vector<int32_t> ids;    // generated tokens (the stop token included when generation hit one)
-  std::string finish_reason;   // "stop" (a stop token) or "length" (max_tokens)
-  int64_t cached_tokens = 0;   // prompt tokens taken from the prefix cache instead of computed
+  std::vector<int32_t> ids;     // generated tokens (the stop token included when generation hit one)
+  std::string finish_reason;    // "stop" (a stop token), "length" (max_tokens) or "error" (see `error`)
+  std::string error;            // why, when finish_reason is "error"
+  int64_t cached_tokens = 0;    // prompt tokens taken from the prefix cache instead of computed
+  int64_t num_preemptions = 0;  // times the request gave its blocks back and was recomputed
 };
+
+// Called with (index of the request in generate_batch's span, new token id) as each token is produced.
+using BatchTokenCallback = std::function<void(size_t, int32_t)>;
 
 // One KV pool's statistics with the layer group it serves.
 struct KvPoolReport {
@@ -70,10 +84,22 @@ class Engine {
   // Token ids that end generation: generation_config.json's, config.json's and the tokenizer's EOS.
   const std::vector<int32_t>& stop_token_ids() const { return stop_ids_; }
 
-  // Generates up to max_tokens after `prompt`. `on_token`, when set, is called with each new token.
-  // Throws tide::Error for an empty prompt, out-of-vocabulary ids, or a sequence the KV cache cannot hold.
+  // Generates up to max_tokens after `prompt`: generate_batch() with one request. `on_token`, when set, is
+  // called with each new token. Throws tide::Error for an empty prompt, out-of-vocabulary ids, a sequence
+  // the KV cache cannot hold, or a request that finished with an error.
   GenerateResult generate(std::span<const int32_t> prompt, const GenerateOptions& options,
                           const std::function<void(int32_t)>& on_token = {});
+
+  // Runs every request to completion together, with continuous batching, in the calling thread: each step
+  // the scheduler picks decode tokens and prefill chunks within max_num_batched_tokens / max_num_seqs /
+  // max_prefill_chunk, the engine runs its block copies, one forward over the mixed batch and one sample op
+  // over all rows (per row: the request's sampling parameters, its seed and draw counter = its output tokens
+  // so far, so its ids do not depend on the rest of the batch), then hands the ids back to the scheduler.
+  // Returns one result per request, in order. Throws tide::Error naming the request (before running any)
+  // when one is invalid or can never fit; blocks go back to the pools whatever happens, also when
+  // `on_token` throws.
+  std::vector<GenerateResult> generate_batch(std::span<const BatchRequest> requests,
+                                             const BatchTokenCallback& on_token = {});
 
   // Logits [positions][vocab] of `prompt`: every position, or only the last one. Computed through the same
   // chunked, paged path as generate(); only the last position may come from a reused prefix.
@@ -90,6 +116,7 @@ class Engine {
   // Executes the block copies (evictions to the host tier, copies back) the KV manager asked for.
   void run_block_copies();
   void check_prompt(std::span<const int32_t> prompt, int64_t max_new_tokens) const;
+  void check_request(std::span<const int32_t> prompt, const GenerateOptions& options) const;
 
   std::unique_ptr<Backend> backend_;
   Cohere2Model model_;

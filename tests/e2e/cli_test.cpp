@@ -96,6 +96,56 @@ TEST(Cli, PromptsFileRunsPromptsInOneEngineWithReuse) {
   EXPECT_EQ(nlohmann::json::parse(second)["ids"], c["b_greedy_ids"]);
 }
 
+std::vector<nlohmann::json> json_lines(const std::string& out) {
+  std::vector<nlohmann::json> lines;
+  std::istringstream in(out);
+  for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
+  return lines;
+}
+
+TEST(Cli, ConcurrentPromptsMatchTheSequentialRun) {
+  const nlohmann::json g = test::read_json(test::fixture("cohere2-tiny/golden.json"));
+  test::TempDir dir;
+  const auto file = dir.path() / "prompts.jsonl";
+  {
+    std::ofstream out(file);
+    for (const auto& c : g["generate"]) out << nlohmann::json{{"prompt_ids", c["prompt_ids"]}, {"max_tokens", 40}}.dump() << "\n";
+    for (const auto& c : g["prefix_sharing"]) out << nlohmann::json{{"prompt_ids", c["b_ids"]}}.dump() << "\n";
+    out << nlohmann::json{{"prompt", "Hello"}, {"max_tokens", 0}}.dump() << "\n";
+    out << nlohmann::json{{"prompt", "The quick brown fox"}, {"max_tokens", 64}}.dump() << "\n";
+  }
+  for (const std::string extra : {"", " --ignore-eos"}) {
+    const std::string args = "generate " + kModel + " --prompts-file " + file.string() + " --json --max-tokens 16" + extra;
+    const RunResult seq = run(args);
+    const RunResult conc = run(args + " --concurrent --max-num-seqs 3 --max-num-batched-tokens 48");
+    ASSERT_EQ(seq.status, 0) << seq.out;
+    ASSERT_EQ(conc.status, 0) << conc.out;
+    const std::vector<nlohmann::json> a = json_lines(seq.out), b = json_lines(conc.out);
+    ASSERT_EQ(a.size(), 7u);
+    ASSERT_EQ(b.size(), a.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+      EXPECT_EQ(b[i]["prompt_ids"], a[i]["prompt_ids"]) << i;
+      EXPECT_EQ(b[i]["ids"], a[i]["ids"]) << i << extra;
+      EXPECT_EQ(b[i]["text"], a[i]["text"]) << i;
+      EXPECT_EQ(b[i]["finish_reason"], a[i]["finish_reason"]) << i << extra;
+      EXPECT_TRUE(b[i]["kv"].is_object());
+    }
+    EXPECT_EQ(b[0]["ids"], nlohmann::json(std::vector<int32_t>(g["generate"][0]["greedy_ids"].begin(),
+                                                                g["generate"][0]["greedy_ids"].begin() + 40)));
+    EXPECT_EQ(b[0]["finish_reason"], "length");
+    EXPECT_EQ(b[2]["ids"], g["prefix_sharing"][0]["b_greedy_ids"]);
+    EXPECT_EQ(b[5]["ids"].size(), 0u);
+    EXPECT_EQ(b[5]["finish_reason"], "length");
+    if (!extra.empty()) {
+      for (const auto& line : b) EXPECT_EQ(line["finish_reason"], "length");
+    }
+  }
+  // Plain output: each prompt with its continuation, in the file's order.
+  const RunResult plain = run("generate " + kModel + " --prompts-file " + file.string() + " --concurrent --max-tokens 4");
+  ASSERT_EQ(plain.status, 0) << plain.out;
+  EXPECT_NE(plain.out.find("The quick brown fox"), std::string::npos) << plain.out;
+}
+
 TEST(Cli, BadPromptsFilesNameTheLine) {
   test::TempDir dir;
   struct Case {
@@ -161,6 +211,8 @@ TEST(Cli, BadInputIsAClearErrorNotACrash) {
            {"generate " + kModel + " --prompt hi --presence-penalty 3", "presence_penalty"},
            {"generate " + kModel + " --prompt hi --frequency-penalty -2.5", "frequency_penalty"},
            {"generate " + kModel + " --prompt hi --block-size 0", "block-size"},
+           {"generate " + kModel + " --prompt hi --concurrent --max-num-seqs 0", "--max-num-seqs"},
+           {"generate " + kModel + " --prompt hi --concurrent --max-num-batched-tokens -4", "--max-num-batched-tokens"},
            {"generate " + kModel + " --prompt hi --kv-cache-memory 100", "kv-cache-memory"},
            {"generate " + kModel + " --prompt hi --kv-cache-memory lots", "kv-cache-memory"},
            {"logits " + kModel + " --prompt-ids ''", "--prompt-ids"},

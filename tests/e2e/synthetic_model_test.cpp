@@ -284,6 +284,26 @@ TEST_P(SyntheticModelTest, MixedBatchEqualsSequencesAlone) {
     const std::vector<float> got(logits.as<float>() + s * m.spec.vocab, logits.as<float>() + (s + 1) * m.spec.vocab);
     EXPECT_LT(rel_err(got, want), 1e-4) << "sequence " << s;
   }
+
+  // Then a decode-only step of the three: forward pads it to a graph's batch of 4 (a padding row with a null
+  // block table, which attention must skip).
+  ForwardBatch decode;
+  std::vector<std::vector<int32_t>> texts = prompts;
+  for (size_t s = 0; s < prompts.size(); ++s) {
+    const int32_t token = static_cast<int32_t>(s + 1);
+    texts[s].push_back(token);
+    kv.append(seqs[s], 1);
+    decode.token_ids.push_back(token);
+    decode.seqs.push_back({static_cast<int64_t>(prompts[s].size()), 1, {}});
+    for (auto& t : seqs[s].block_tables) decode.seqs.back().block_tables.emplace_back(t);
+    decode.logit_indices.push_back(static_cast<int32_t>(s));
+  }
+  const Tensor next = model.forward(decode, storage);
+  for (size_t s = 0; s < prompts.size(); ++s) {
+    const auto want = reference_logits(m, texts[s]).back();
+    const std::vector<float> got(next.as<float>() + s * m.spec.vocab, next.as<float>() + (s + 1) * m.spec.vocab);
+    EXPECT_LT(rel_err(got, want), 1e-4) << "decode, sequence " << s;
+  }
 }
 
 const std::vector<std::string> kSSG = {"sliding_attention", "sliding_attention", "full_attention"};

@@ -81,6 +81,12 @@ void CpuBackend::attention(Tensor out, const Tensor& qkv, const KvStorage& kv, i
       const int64_t pos = positions[t];
       const int64_t first = window == 0 ? 0 : std::max<int64_t>(0, pos - window + 1);
       TIDE_CHECK(pos / kv.block_size < max_blocks);
+      if (table[pos / kv.block_size] == kNullBlock) {
+        // A padding row (Cohere2Model pads decode batches to a graph's size: null table, slot -1): a real
+        // token's own block always exists, since its K/V were just stored there. Nothing to read.
+        std::fill_n(out.as<float>() + t * shape.num_heads * d, shape.num_heads * d, 0.0f);
+        continue;
+      }
       scores.resize(static_cast<size_t>(pos - first + 1));
       for (int64_t h = 0; h < shape.num_heads; ++h) {
         const int64_t kv_head = h / heads_per_kv;
