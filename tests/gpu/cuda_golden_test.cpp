@@ -2,9 +2,8 @@
 // error transformers itself has in bf16 on an H200 (hf_bf16_rel_err); greedy continuations equal to the
 // reference until a step whose reference top-2 margin is within bf16 noise; the seed's reproduction (B with
 // prefix reuse equals B without).
-#include <algorithm>
-
 #include "../test_util.h"
+#include "bf16_greedy.h"
 #include "gpu_test_util.h"
 #include "runtime/engine.h"
 
@@ -49,25 +48,16 @@ TEST_P(CudaGolden, GreedyAgreesUntilTheReferenceMarginIsWithinBf16Noise) {
   Engine engine = cuda_engine(GetParam(), 16, true);
   EngineOptions cpu_options;
   Engine reference(fixture(GetParam()), std::make_unique<CpuBackend>(), cpu_options);  // f32 = the reference
-  const double noise = 3 * g["cases"].back()["hf_bf16_rel_err"].get<double>();
+  const double noise = test::bf16_logit_noise(g);
   for (const auto& c : g["generate"]) {
     const std::vector<int32_t> prompt = test::ids_of(c["prompt_ids"]), want = test::ids_of(c["greedy_ids"]);
     GenerateOptions options;
     options.max_tokens = static_cast<int64_t>(want.size());
     options.ignore_eos = true;
     const std::vector<int32_t> got = engine.generate(prompt, options).ids;
-    const size_t diverge = static_cast<size_t>(std::mismatch(got.begin(), got.end(), want.begin()).first - got.begin());
-    std::printf("[ bf16     ] %s: greedy agrees on %zu of %zu tokens\n", GetParam().c_str(), diverge, want.size());
-    if (diverge == want.size()) continue;
-    // The reference's margin at the first differing step, against the bf16 error of logits of that size.
-    std::vector<int32_t> context = prompt;
-    context.insert(context.end(), want.begin(), want.begin() + static_cast<std::ptrdiff_t>(diverge));
-    std::vector<float> logits = reference.prompt_logits(context, false)[0];
-    double rms = 0;
-    for (float v : logits) rms += double{v} * v;
-    rms = std::sqrt(rms / static_cast<double>(logits.size()));
-    std::partial_sort(logits.begin(), logits.begin() + 2, logits.end(), std::greater<float>());
-    EXPECT_LT(logits[0] - logits[1], noise * rms) << "diverged at step " << diverge << " with a clear margin";
+    const test::GreedyAgreement a =
+        test::expect_greedy_within_bf16_noise(reference, prompt, want, got, noise, GetParam());
+    std::printf("[ bf16     ] %s: greedy agrees on %zu of %zu tokens\n", GetParam().c_str(), a.agree, a.total);
   }
 }
 
