@@ -35,6 +35,10 @@ struct GenerateArgs {
   bool no_prefix_caching = false;
   bool enforce_eager = false;
   bool ignore_eos = false;
+  std::vector<std::string> stop;
+  int64_t min_tokens = 0;
+  int logprobs = -1;
+  int n = 1;
   bool json = false;
   bool concurrent = false;
   int64_t max_num_seqs = EngineOptions{}.max_num_seqs;
@@ -59,27 +63,53 @@ nlohmann::json kv_json(const Engine& engine) {
   return {{"block_size", engine.kv_cache().block_size()}, {"pools", pools}};
 }
 
-void print_result_json(const Engine& engine, const std::vector<int32_t>& prompt_ids, const GenerateResult& result) {
-  nlohmann::json j = {{"prompt_ids", prompt_ids},
-                      {"ids", result.ids},
-                      {"text", engine.tokenizer().decode(result.ids, /*skip_special_tokens=*/true)},
-                      {"finish_reason", result.finish_reason},
-                      {"cached_tokens", result.cached_tokens},
-                      {"kv", kv_json(engine)}};
-  if (result.finish_reason == "error") j["error"] = result.error;
+nlohmann::json logprobs_json(const std::vector<TokenLogprobs>& logprobs) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const TokenLogprobs& lp : logprobs) {
+    nlohmann::json top = nlohmann::json::array();
+    for (const auto& [id, value] : lp.top) top.push_back({{"id", id}, {"logprob", value}});
+    out.push_back({{"id", lp.id}, {"logprob", lp.logprob}, {"top", top}});
+  }
+  return out;
+}
+
+nlohmann::json sample_json(const SampleResult& r, bool logprobs) {
+  nlohmann::json j = {{"ids", r.ids}, {"text", r.text}, {"finish_reason", r.finish_reason}};
+  if (r.finish_reason == "error") j["error"] = r.error;
+  if (logprobs) j["logprobs"] = logprobs_json(r.logprobs);
+  return j;
+}
+
+// {prompt_ids, ids, text, finish_reason, cached_tokens, kv} of sample 0, with "logprobs" when asked for and
+// "samples" (each {ids, text, finish_reason}) when n > 1.
+void print_result_json(const Engine& engine, const std::vector<int32_t>& prompt_ids, const GenerateResult& result,
+                       const GenerateOptions& gen) {
+  nlohmann::json j = sample_json(result, gen.logprobs >= 0);
+  j["prompt_ids"] = prompt_ids;
+  j["cached_tokens"] = result.cached_tokens;
+  if (result.samples.size() > 1) {
+    j["samples"] = nlohmann::json::array();
+    for (const SampleResult& s : result.samples) j["samples"].push_back(sample_json(s, gen.logprobs >= 0));
+  }
+  j["kv"] = kv_json(engine);
   print_json(j);
 }
 
 void run_one(Engine& engine, const std::vector<int32_t>& prompt_ids, const GenerateOptions& gen, bool json) {
   if (json) {
-    print_result_json(engine, prompt_ids, engine.generate(prompt_ids, gen));
+    print_result_json(engine, prompt_ids, engine.generate(prompt_ids, gen), gen);
     return;
   }
-  // Plain mode: the prompt, then the continuation streamed as whole UTF-8 characters.
+  // Plain mode: the prompt, then sample 0's text as it streams (stop strings left out).
   std::cout << engine.tokenizer().decode(prompt_ids, /*skip_special_tokens=*/true) << std::flush;
-  StreamingDecoder decoder(engine.tokenizer(), /*skip_special_tokens=*/true);
-  engine.generate(prompt_ids, gen, [&](int32_t id) { std::cout << decoder.push(id) << std::flush; });
-  std::cout << decoder.finish() << std::endl;
+  const std::shared_ptr<RequestHandle> handle = engine.submit(prompt_ids, gen);
+  std::string error;
+  while (const std::optional<SampleDelta> d = handle->next()) {
+    if (d->index == 0) std::cout << d->text << std::flush;
+    if (d->finish_reason == FinishReason::kError && error.empty()) error = d->error;
+  }
+  std::cout << std::endl;
+  if (!error.empty()) fail("{}", error);
 }
 
 void run_generate(const GenerateArgs& args, const CLI::App& cmd) {
@@ -102,6 +132,10 @@ void run_generate(const GenerateArgs& args, const CLI::App& cmd) {
   gen.sampling.presence_penalty = args.presence_penalty;
   gen.sampling.frequency_penalty = args.frequency_penalty;
   gen.sampling.repetition_penalty = args.repetition_penalty;
+  gen.stop = args.stop;
+  gen.min_tokens = args.min_tokens;
+  gen.logprobs = args.logprobs;
+  gen.n = args.n;
   gen.sampling.validate();  // before loading the model
   if (cmd.count("--seed") > 0) gen.sampling.seed = args.seed;
 
@@ -127,10 +161,10 @@ void run_generate(const GenerateArgs& args, const CLI::App& cmd) {
     const std::vector<GenerateResult> results = engine.generate_batch(batch);
     for (size_t i = 0; i < batch.size(); ++i) {
       if (args.json) {
-        print_result_json(engine, batch[i].prompt, results[i]);
+        print_result_json(engine, batch[i].prompt, results[i], batch[i].options);
       } else {
-        std::cout << engine.tokenizer().decode(batch[i].prompt, /*skip_special_tokens=*/true)
-                  << engine.tokenizer().decode(results[i].ids, /*skip_special_tokens=*/true) << std::endl;
+        std::cout << engine.tokenizer().decode(batch[i].prompt, /*skip_special_tokens=*/true) << results[i].text
+                  << std::endl;
         if (results[i].finish_reason == "error") std::cerr << "error: " << results[i].error << std::endl;
       }
     }
@@ -207,6 +241,20 @@ void add_generate_command(CLI::App& app) {
                 "Run every decode step op by op instead of replaying recorded CUDA graphs");
   cmd->add_option("--device", args->device, "Where to run: cpu, cuda, or auto (cuda when a GPU is present)")->capture_default_str();
   cmd->add_flag("--ignore-eos", args->ignore_eos, "Keep generating after an end-of-sequence token");
+  cmd->add_option("--stop", args->stop,
+                  "A string that ends generation when it appears in the output (left out of the text); repeatable");
+  cmd->add_option("--min-tokens", args->min_tokens,
+                  "Tokens generated before an end-of-sequence token or a stop string may end generation")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--logprobs", args->logprobs,
+                  "With --json: the log-probability of each generated token and of the N most likely ones (0-20; "
+                  "-1: none)")
+      ->capture_default_str()
+      ->check(CLI::Range(-1, kMaxLogprobs));
+  cmd->add_option("--n", args->n, "Samples per prompt (they share the prompt's KV blocks)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, kMaxSamplesPerRequest));
   cmd->add_flag("--concurrent", args->concurrent,
                 "Submit every prompt at once and run them together (continuous batching) instead of one after "
                 "another; output in the prompts' order when all have finished");
@@ -216,7 +264,8 @@ void add_generate_command(CLI::App& app) {
                   "Tokens of one forward step, all requests together (--concurrent)")
       ->capture_default_str();
   cmd->add_flag("--json", args->json,
-                "Print one JSON object per prompt {prompt_ids, ids, text, finish_reason, cached_tokens, kv}");
+                "Print one JSON object per prompt {prompt_ids, ids, text, finish_reason, cached_tokens, kv} (with "
+                "\"logprobs\" and \"samples\" when asked for)");
   cmd->callback([args, cmd] {
     if (args->prompt.empty() && args->prompt_ids.empty() && args->prompts_file.empty()) {
       fail("generate: give --prompt, --prompt-ids or --prompts-file");

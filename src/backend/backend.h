@@ -100,6 +100,9 @@ class Backend {
     int64_t total = 0;
   };
   virtual std::optional<MemoryInfo> memory_info() const { return std::nullopt; }
+  // Makes the calling thread ready to issue this backend's ops (the CUDA backend selects its device, which is
+  // per-thread state). Called by a thread other than the constructing one before its first op.
+  virtual void bind_thread() {}
 
   // --- ops (out never aliases an input unless the contract says so) ---
 

@@ -34,6 +34,7 @@ struct HistoryToken {
   int32_t id = 0;
   int32_t prompt_count = 0;
   int32_t output_count = 0;
+  float bias = 0.0f;  // added to the logit before the penalties (OpenAI logit_bias); -inf bans the token
 };
 
 }  // namespace tide

@@ -1,6 +1,8 @@
 #include "runtime/engine.h"
 
 #include <algorithm>
+#include <deque>
+#include <exception>
 #include <fstream>
 #include <random>
 #include <unordered_map>
@@ -8,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "runtime/text_stream.h"
 #include "sched/scheduler.h"
 
 namespace tide {
@@ -152,6 +155,8 @@ Engine::Engine(const std::filesystem::path& model_dir, std::unique_ptr<Backend> 
   if (tokenizer_.eos_id()) stop_ids_.push_back(*tokenizer_.eos_id());
   std::sort(stop_ids_.begin(), stop_ids_.end());
   stop_ids_.erase(std::unique(stop_ids_.begin(), stop_ids_.end()), stop_ids_.end());
+
+  start_loop();
 }
 
 void Engine::check_prompt(std::span<const int32_t> prompt, int64_t max_new_tokens) const {
@@ -196,15 +201,383 @@ void Engine::extend(SequenceKv& seq, std::span<const int32_t> tokens, const std:
   }
 }
 
+void Engine::check_token_id(int32_t id, const char* what) const {
+  if (id < 0 || id >= config().vocab_size) {
+    fail("{} token id {} is out of range (vocabulary size {})", what, id, config().vocab_size);
+  }
+}
+
 void Engine::check_request(std::span<const int32_t> prompt, const GenerateOptions& options) const {
   options.sampling.validate();
   if (options.max_tokens < 0) fail("max tokens must be >= 0, got {}", options.max_tokens);
+  if (options.min_tokens < 0) fail("min tokens must be >= 0, got {}", options.min_tokens);
+  if (options.n < 1 || options.n > kMaxSamplesPerRequest) {
+    fail("n must be in [1, {}], got {}", kMaxSamplesPerRequest, options.n);
+  }
+  if (options.logprobs < -1 || options.logprobs > kMaxLogprobs) {
+    fail("logprobs must be in [0, {}] (or -1: none), got {}", kMaxLogprobs, options.logprobs);
+  }
+  if (options.logprobs > config().vocab_size) {
+    fail("logprobs {} exceeds the vocabulary size {}", options.logprobs, config().vocab_size);
+  }
   check_prompt(prompt, options.max_tokens);
-  for (int32_t id : options.stop_token_ids) {
-    if (id < 0 || id >= config().vocab_size) {
-      fail("stop token id {} is out of range (vocabulary size {})", id, config().vocab_size);
+  for (int32_t id : options.stop_token_ids) check_token_id(id, "stop");
+  for (const auto& [id, bias] : options.sampling.logit_bias) check_token_id(id, "logit_bias");
+  for (const std::string& stop : options.stop) {
+    if (stop.empty()) fail("stop strings must not be empty");
+  }
+}
+
+// ---  the step loop
+
+struct Engine::Submission {
+  std::shared_ptr<RequestHandle> handle;
+  std::vector<int32_t> prompt;
+  GenerateOptions options;
+};
+
+struct Engine::Inbox {
+  std::mutex mutex;
+  std::condition_variable wake;
+  std::vector<Submission> submissions;
+  std::vector<uint64_t> cancels;  // handle ids
+  bool stop = false;
+  uint64_t next_id = 1;
+};
+
+// The loop thread's state: the scheduler and, per scheduler request (one per sample), what the engine keeps
+// beside it. Only the loop thread touches it.
+class Engine::Loop {
+ public:
+  explicit Loop(Engine& engine) : engine_(engine) { reset_scheduler(); }
+
+  void run() {
+    engine_.backend_->bind_thread();
+    Inbox& inbox = *engine_.inbox_;
+    while (true) {
+      std::vector<Submission> submissions;
+      std::vector<uint64_t> cancels;
+      bool stop = false;
+      {
+        std::unique_lock lock(inbox.mutex);
+        inbox.wake.wait(lock, [&] {
+          return inbox.stop || !inbox.submissions.empty() || !inbox.cancels.empty() || scheduler_->has_unfinished();
+        });
+        submissions.swap(inbox.submissions);
+        cancels.swap(inbox.cancels);
+        stop = inbox.stop;
+      }
+      Outbox out;
+      {
+        std::lock_guard step_lock(engine_.step_mutex_);
+        for (Submission& s : submissions) start(std::move(s), out);
+        for (uint64_t handle : cancels) cancel(handle);
+        if (stop) {
+          for (auto& [id, sample] : samples_) scheduler_->abort(id);
+        }
+        finish(scheduler_->take_finished(), out);
+        if (!stop && scheduler_->has_unfinished()) step(out);
+      }
+      out.deliver();
+      if (stop) return;
     }
   }
+
+ private:
+  // A request as submitted; shared by its samples.
+  struct Live {
+    std::shared_ptr<RequestHandle> handle;
+    GenerateOptions options;
+  };
+  // One sample = one scheduler request.
+  struct Sample {
+    std::shared_ptr<Live> live;
+    int index = 0;
+    uint64_t seed = 0;     // draw k of the sample uses (seed, k), whatever else a batch holds
+    TokenHistory history;  // for the penalties and logit_bias
+    TextStream text;
+    int64_t emitted = 0;   // output ids already in a delta
+  };
+  // Deltas of one loop iteration, handed to the handles once the step lock is released.
+  struct Outbox {
+    std::vector<std::pair<std::shared_ptr<RequestHandle>, SampleDelta>> deltas;
+    std::unordered_map<RequestId, size_t> index;  // request -> its delta this iteration
+
+    SampleDelta& of(RequestId id, const Sample& s) {
+      const auto [it, added] = index.try_emplace(id, deltas.size());
+      if (added) {
+        deltas.emplace_back(s.live->handle, SampleDelta{});
+        deltas.back().second.index = s.index;
+      }
+      return deltas[it->second].second;
+    }
+    void deliver() {
+      for (auto& [handle, delta] : deltas) handle->deliver(std::move(delta));
+    }
+  };
+
+  void reset_scheduler() {
+    const EngineOptions& o = engine_.options_;
+    scheduler_ = std::make_unique<Scheduler>(
+        engine_.kv_manager_, SchedulerOptions{o.max_num_batched_tokens, o.max_num_seqs, o.max_prefill_chunk,
+                                              engine_.config().max_position_embeddings});
+  }
+
+  void start(Submission&& submission, Outbox& out) {
+    auto live = std::make_shared<Live>(Live{std::move(submission.handle), std::move(submission.options)});
+    const GenerateOptions& o = live->options;
+    std::vector<RequestId>& ids = by_handle_[live->handle->id()];
+    std::random_device device;
+    const uint64_t seed = o.sampling.seed ? *o.sampling.seed : (uint64_t{device()} << 32 | device());
+    RequestId leader = 0;
+    for (int i = 0; i < o.n; ++i) {
+      RequestParams params;
+      params.prompt = submission.prompt;
+      params.max_tokens = o.max_tokens;
+      params.min_tokens = o.min_tokens;
+      if (!o.ignore_eos) params.stop_ids = engine_.stop_ids_;
+      params.stop_ids.insert(params.stop_ids.end(), o.stop_token_ids.begin(), o.stop_token_ids.end());
+      // Samples after the first compute the prompt once, in the first one's blocks (prefix caching).
+      if (engine_.options_.enable_prefix_caching) params.prompt_leader = leader;
+      Sample sample{live, i, seed + static_cast<uint64_t>(i) * 0x9E3779B97F4A7C15ull, TokenHistory{},
+                    TextStream(engine_.tokenizer_, o.stop, o.include_stop_str_in_output, o.skip_special_tokens)};
+      if (o.sampling.has_penalties()) sample.history.add_prompt(submission.prompt);
+      for (const auto& [token, bias] : o.sampling.logit_bias) sample.history.set_bias(token, bias);
+      RequestId id = 0;
+      try {
+        id = scheduler_->add(std::move(params));
+      } catch (const Error& e) {  // submit() checked the same: only a bug gets here
+        SampleDelta& d = out.deltas.emplace_back(live->handle, SampleDelta{}).second;
+        d.index = i;
+        d.finish_reason = FinishReason::kError;
+        d.error = e.what();
+        continue;
+      }
+      if (i == 0) leader = id;
+      ids.push_back(id);
+      samples_.emplace(id, std::move(sample));
+    }
+  }
+
+  void cancel(uint64_t handle) {
+    const auto it = by_handle_.find(handle);
+    if (it == by_handle_.end()) return;  // finished already
+    for (RequestId id : it->second) scheduler_->abort(id);
+  }
+
+  // One forward step of the scheduler's batch, its sampling, and the deltas it produces.
+  void step(Outbox& out) {
+    std::vector<std::unique_ptr<Request>> done;
+    std::vector<TokenLogprobs> logprobs;  // per sampled row, when any row asked
+    ScheduledStep step;
+    try {
+      step = scheduler_->schedule();
+      logprobs = run(step);
+    } catch (const std::exception& e) {
+      // The step failed (a backend error): every live request ends with the error, the blocks go back with the
+      // scheduler, and the loop goes on with new requests.
+      fail_all(fmt::format("the engine step failed: {}", e.what()), out);
+      return;
+    }
+    // New ids: penalties' history, text and stop strings, logprobs; then the requests that finished.
+    for (std::unique_ptr<Request>& r : scheduler_->take_finished()) done.push_back(std::move(r));
+    std::unordered_map<RequestId, const Request*> done_by_id;
+    for (const std::unique_ptr<Request>& r : done) done_by_id.emplace(r->id, r.get());
+    for (size_t row = 0; row < step.sample_ids.size(); ++row) {
+      const RequestId id = step.sample_ids[row];
+      const Request* r = scheduler_->find(id);
+      if (!r) r = done_by_id.at(id);
+      Sample& s = samples_.at(id);
+      const GenerateOptions& o = s.live->options;
+      if (s.emitted == r->num_output_tokens()) continue;  // cancelled during the step: no new id
+      SampleDelta& d = out.of(id, s);
+      const auto ids = r->output_ids();
+      for (; s.emitted < r->num_output_tokens(); ++s.emitted) {
+        const int32_t token = ids[static_cast<size_t>(s.emitted)];
+        if (o.sampling.has_penalties()) s.history.add_output(token);
+        d.ids.push_back(token);
+        if (o.logprobs >= 0) {
+          TokenLogprobs lp = logprobs.at(row);
+          lp.top.resize(static_cast<size_t>(o.logprobs));
+          d.logprobs.push_back(std::move(lp));
+        }
+        if (s.text.stopped()) continue;
+        try {
+          const TextStream::Piece piece = s.text.push(token, s.emitted + 1 >= o.min_tokens);
+          d.text += piece.text;
+          if (piece.stopped) scheduler_->finish(id, FinishReason::kStop);  // no-op when it finished already
+        } catch (const Error& e) {
+          if (!scheduler_->finish(id, FinishReason::kError)) continue;
+          d.error = fmt::format("token {} cannot be detokenized: {}", token, e.what());
+        }
+      }
+    }
+    for (std::unique_ptr<Request>& r : scheduler_->take_finished()) done.push_back(std::move(r));
+    finish(std::move(done), out);
+  }
+
+  // The step's block copies, forward and sample op; returns the logprobs of each sampled row when any asked.
+  std::vector<TokenLogprobs> run(const ScheduledStep& step) {
+    Backend& backend = *engine_.backend_;
+    for (size_t p = 0; p < step.copies.size(); ++p) {  // evictions and copies back land before the forward
+      if (!step.copies[p].empty()) {
+        backend.copy_blocks(engine_.kv_storage_[p], engine_.host_kv_storage_[p], step.copies[p]);
+      }
+    }
+    std::vector<int32_t> sampled(step.sample_ids.size());
+    std::vector<TokenLogprobs> logprobs;
+    if (step.empty()) {
+      // The scheduler makes progress or finishes requests with an error; a long run of empty steps is a bug.
+      TIDE_CHECK(++idle_steps_ < 1000);
+    } else {
+      idle_steps_ = 0;
+      const Tensor logits = engine_.model_.forward(step.batch, engine_.kv_storage_);
+      if (!sampled.empty()) logprobs = sample(step, logits, sampled);
+    }
+    scheduler_->update(step, sampled);
+    return logprobs;
+  }
+
+  // One sample op over every row of the step, each with its own request's parameters and stream.
+  std::vector<TokenLogprobs> sample(const ScheduledStep& step, const Tensor& logits, std::vector<int32_t>& sampled) {
+    Backend& backend = *engine_.backend_;
+    rows_.clear();
+    tokens_.clear();
+    token_starts_.assign(1, 0);
+    bool any_tokens = false;
+    int top_n = -1;
+    for (RequestId id : step.sample_ids) {
+      const Request& r = *scheduler_->find(id);
+      const Sample& s = samples_.at(id);
+      const GenerateOptions& o = s.live->options;
+      rows_.push_back(o.sampling.row(s.seed, static_cast<uint64_t>(r.num_output_tokens())));
+      const bool ban_stops = r.num_output_tokens() < o.min_tokens && !r.params.stop_ids.empty();
+      if (ban_stops) {
+        s.history.append_with_banned(r.params.stop_ids, tokens_);
+      } else if (o.sampling.needs_token_list()) {
+        tokens_.insert(tokens_.end(), s.history.tokens().begin(), s.history.tokens().end());
+      }
+      any_tokens = any_tokens || ban_stops || o.sampling.needs_token_list();
+      token_starts_.push_back(static_cast<int32_t>(tokens_.size()));
+      top_n = std::max(top_n, o.logprobs);
+    }
+    const int64_t num_rows = static_cast<int64_t>(sampled.size());
+    SamplingBatch batch{rows_, {}, tokens_};
+    if (any_tokens) batch.history_starts = token_starts_;
+    // The sample op penalizes the logits in place: logprobs read a copy of the model's.
+    Tensor raw;
+    if (top_n >= 0) {
+      std::vector<int32_t> all(static_cast<size_t>(num_rows));
+      for (int32_t i = 0; i < num_rows; ++i) all[static_cast<size_t>(i)] = i;
+      raw = backend.alloc(DType::kF32, logits.shape);
+      backend.gather_rows(raw, logits, backend.upload(all.data(), DType::kI32, Shape{num_rows}));
+    }
+    Tensor ids = backend.alloc(DType::kI32, Shape{num_rows});
+    backend.sample(ids, logits, batch);
+    backend.download(ids, sampled.data());
+    if (top_n < 0) return {};
+    Tensor values = backend.alloc(DType::kF32, Shape{num_rows, 1 + top_n});
+    Tensor top_ids = backend.alloc(DType::kI32, Shape{num_rows, top_n});
+    backend.logprobs(values, top_ids, raw, ids, top_n);
+    std::vector<float> v(static_cast<size_t>(values.numel()));
+    std::vector<int32_t> t(static_cast<size_t>(top_ids.numel()));
+    backend.download(values, v.data());
+    if (top_n > 0) backend.download(top_ids, t.data());
+    std::vector<TokenLogprobs> out(static_cast<size_t>(num_rows));
+    for (size_t r = 0; r < out.size(); ++r) {
+      out[r].id = sampled[r];
+      out[r].logprob = v[r * static_cast<size_t>(1 + top_n)];
+      for (size_t j = 0; j < static_cast<size_t>(top_n); ++j) {
+        out[r].top.emplace_back(t[r * static_cast<size_t>(top_n) + j], v[r * static_cast<size_t>(1 + top_n) + 1 + j]);
+      }
+    }
+    return out;
+  }
+
+  // The final deltas of finished requests (text held back, finish reason, statistics); forgets them.
+  void finish(std::vector<std::unique_ptr<Request>> done, Outbox& out) {
+    for (const std::unique_ptr<Request>& r : done) {
+      const auto it = samples_.find(r->id);
+      TIDE_CHECK(it != samples_.end());
+      Sample& s = it->second;
+      SampleDelta& d = out.of(r->id, s);
+      // A stop string that completed in the step where max_tokens was reached still ends with "stop".
+      d.finish_reason = s.text.stopped() ? FinishReason::kStop : r->finish_reason;
+      if (d.finish_reason == FinishReason::kError && d.error.empty()) d.error = r->error;
+      d.text += s.text.finish();
+      d.num_output_tokens = r->num_output_tokens();
+      d.cached_tokens = r->num_cached_tokens;
+      d.num_preemptions = r->num_preemptions;
+      forget(r->id, s);
+      samples_.erase(it);
+    }
+  }
+
+  void forget(RequestId id, const Sample& s) {
+    const auto it = by_handle_.find(s.live->handle->id());
+    std::erase(it->second, id);
+    if (it->second.empty()) by_handle_.erase(it);
+  }
+
+  void fail_all(const std::string& error, Outbox& out) {
+    for (auto& [id, s] : samples_) {
+      SampleDelta& d = out.of(id, s);
+      d.finish_reason = FinishReason::kError;
+      d.error = error;
+    }
+    samples_.clear();
+    by_handle_.clear();
+    reset_scheduler();  // frees every request's blocks
+  }
+
+  Engine& engine_;
+  std::unique_ptr<Scheduler> scheduler_;
+  std::unordered_map<RequestId, Sample> samples_;
+  std::unordered_map<uint64_t, std::vector<RequestId>> by_handle_;  // live samples of each handle
+  int64_t idle_steps_ = 0;
+  // Reused across steps.
+  std::vector<SamplingRow> rows_;
+  std::vector<int32_t> token_starts_;
+  std::vector<HistoryToken> tokens_;
+};
+
+void Engine::start_loop() {
+  inbox_ = std::make_shared<Inbox>();
+  loop_ = std::make_unique<Loop>(*this);
+  thread_ = std::thread([this] { loop_->run(); });
+}
+
+Engine::~Engine() {
+  {
+    std::lock_guard lock(inbox_->mutex);
+    inbox_->stop = true;
+  }
+  inbox_->wake.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+std::shared_ptr<RequestHandle> Engine::submit(std::vector<int32_t> prompt, GenerateOptions options,
+                                              DeltaCallback on_delta) {
+  check_request(prompt, options);
+  std::weak_ptr<Inbox> weak = inbox_;
+  auto cancel = [weak](uint64_t id) {
+    if (const std::shared_ptr<Inbox> inbox = weak.lock()) {
+      {
+        std::lock_guard lock(inbox->mutex);
+        inbox->cancels.push_back(id);
+      }
+      inbox->wake.notify_all();
+    }
+  };
+  std::shared_ptr<RequestHandle> handle;
+  {
+    std::lock_guard lock(inbox_->mutex);
+    if (inbox_->stop) fail("the engine is shutting down");
+    handle = std::make_shared<RequestHandle>(inbox_->next_id++, options.n, cancel, std::move(on_delta));
+    inbox_->submissions.push_back(Submission{handle, std::move(prompt), std::move(options)});
+  }
+  inbox_->wake.notify_all();
+  return handle;
 }
 
 GenerateResult Engine::generate(std::span<const int32_t> prompt, const GenerateOptions& options,
@@ -227,120 +600,66 @@ std::vector<GenerateResult> Engine::generate_batch(std::span<const BatchRequest>
       fail("request {}: {}", i, e.what());
     }
   }
-  Scheduler scheduler(kv_manager_, SchedulerOptions{options_.max_num_batched_tokens, options_.max_num_seqs,
-                                                    options_.max_prefill_chunk, config().max_position_embeddings});
-  // What the engine keeps per request beside the scheduler's Request: sampling state and what was emitted.
-  struct Live {
-    size_t index = 0;
-    uint64_t seed = 0;  // the request's random stream: draw n uses (seed, n), whatever else a batch holds
-    TokenHistory history;
-    int64_t emitted = 0;  // output ids already handed to on_token
+  // Deltas of every request, in arrival order, consumed in this thread.
+  struct Collector {
+    std::mutex mutex;
+    std::condition_variable ready;
+    std::deque<std::pair<size_t, SampleDelta>> queue;
   };
-  std::unordered_map<RequestId, Live> live;
+  auto collector = std::make_shared<Collector>();
+  std::vector<std::shared_ptr<RequestHandle>> handles;
   std::vector<GenerateResult> results(requests.size());
-  std::random_device device;
-  for (size_t i = 0; i < requests.size(); ++i) {
-    const BatchRequest& req = requests[i];
-    RequestParams params;
-    params.prompt = req.prompt;
-    params.max_tokens = req.options.max_tokens;
-    if (!req.options.ignore_eos) params.stop_ids = stop_ids_;
-    params.stop_ids.insert(params.stop_ids.end(), req.options.stop_token_ids.begin(), req.options.stop_token_ids.end());
-    RequestId id = 0;
-    try {
-      id = scheduler.add(std::move(params));
-    } catch (const Error& e) {
-      fail("request {}: {}", i, e.what());
-    }
-    Live& l = live[id];
-    l.index = i;
-    const SamplingParams& sampling = req.options.sampling;
-    l.seed = sampling.seed ? *sampling.seed : (uint64_t{device()} << 32 | device());
-    if (sampling.has_penalties()) l.history.add_prompt(req.prompt);
-  }
-  auto params_of = [&](const Live& l) -> const SamplingParams& { return requests[l.index].options.sampling; };
-  auto record = [&](const Request& r) {
-    const auto it = live.find(r.id);
-    GenerateResult& out = results[it->second.index];
-    const auto ids = r.output_ids();
-    out.ids.assign(ids.begin(), ids.end());
-    out.finish_reason = to_string(r.finish_reason);
-    out.error = r.error;
-    out.cached_tokens = r.num_cached_tokens;
-    out.num_preemptions = r.num_preemptions;
-    live.erase(it);
+  size_t unfinished = 0;
+  auto cancel_all = [&] {
+    for (const std::shared_ptr<RequestHandle>& h : handles) h->cancel();
   };
-
-  std::vector<SamplingRow> rows;
-  std::vector<int32_t> history_starts;
-  std::vector<HistoryToken> history;
-  int64_t idle_steps = 0;
-  while (true) {
-    // Finished at add() (max_tokens 0) or while scheduling (errors); those of a step are recorded below.
-    for (const std::unique_ptr<Request>& r : scheduler.take_finished()) record(*r);
-    if (!scheduler.has_unfinished()) break;
-
-    const ScheduledStep step = scheduler.schedule();
-    for (size_t p = 0; p < step.copies.size(); ++p) {  // evictions and copies back land before the forward
-      if (!step.copies[p].empty()) backend_->copy_blocks(kv_storage_[p], host_kv_storage_[p], step.copies[p]);
-    }
-    std::vector<int32_t> sampled(step.sample_ids.size());
-    if (step.empty()) {
-      // The scheduler makes progress or finishes requests with an error; a long run of empty steps is a bug.
-      TIDE_CHECK(++idle_steps < 1000);
-    } else {
-      idle_steps = 0;
-      const Tensor logits = model_.forward(step.batch, kv_storage_);
-      if (!sampled.empty()) {
-        // One sample op over every row of the step, each with its own request's parameters and stream.
-        rows.clear();
-        history.clear();
-        history_starts.assign(1, 0);
-        bool any_history = false;
-        for (RequestId id : step.sample_ids) {
-          const Request& r = *scheduler.find(id);
-          const Live& l = live.at(id);
-          const SamplingParams& sp = params_of(l);
-          rows.push_back(sp.row(l.seed, static_cast<uint64_t>(r.num_output_tokens())));
-          if (sp.has_penalties()) {
-            any_history = true;
-            history.insert(history.end(), l.history.tokens().begin(), l.history.tokens().end());
-          }
-          history_starts.push_back(static_cast<int32_t>(history.size()));
+  std::exception_ptr error;
+  for (size_t i = 0; i < requests.size() && !error; ++i) {
+    results[i].samples.resize(static_cast<size_t>(requests[i].options.n));
+    try {
+      handles.push_back(submit(requests[i].prompt, requests[i].options, [collector, i](SampleDelta&& d) {
+        {
+          std::lock_guard lock(collector->mutex);
+          collector->queue.emplace_back(i, std::move(d));
         }
-        SamplingBatch batch{rows, {}, history};
-        if (any_history) batch.history_starts = history_starts;
-        Tensor ids = backend_->alloc(DType::kI32, Shape{static_cast<int64_t>(sampled.size())});
-        backend_->sample(ids, logits, batch);
-        backend_->download(ids, sampled.data());
-      }
+        collector->ready.notify_one();
+      }));
+      unfinished += static_cast<size_t>(requests[i].options.n);
+    } catch (...) {  // shutting down: end what was submitted, then report
+      error = std::current_exception();
+      cancel_all();
     }
-    scheduler.update(step, sampled);
-
-    // New ids: into the penalties' history and out to the caller, then the requests this step finished.
+  }
+  while (unfinished > 0) {
+    std::pair<size_t, SampleDelta> item;
     {
-      const std::vector<std::unique_ptr<Request>> done = scheduler.take_finished();
-      std::unordered_map<RequestId, const Request*> done_by_id;
-      for (const std::unique_ptr<Request>& r : done) done_by_id.emplace(r->id, r.get());
-      for (RequestId id : step.sample_ids) {
-        const Request* r = scheduler.find(id);
-        if (!r) r = done_by_id.at(id);
-        Live& l = live.at(id);
-        const auto out = r->output_ids();
-        for (; l.emitted < r->num_output_tokens(); ++l.emitted) {
-          const int32_t token = out[static_cast<size_t>(l.emitted)];
-          if (params_of(l).has_penalties()) l.history.add_output(token);
-          if (on_token) on_token(l.index, token);
-        }
-      }
-      for (const std::unique_ptr<Request>& r : done) record(*r);
+      std::unique_lock lock(collector->mutex);
+      collector->ready.wait(lock, [&] { return !collector->queue.empty(); });
+      item = std::move(collector->queue.front());
+      collector->queue.pop_front();
     }
+    const auto& [i, delta] = item;
+    results[i].samples[static_cast<size_t>(delta.index)].add(delta);
+    if (delta.finished()) --unfinished;
+    if (on_token && !error && delta.index == 0) {
+      try {
+        for (int32_t id : delta.ids) on_token(i, id);
+      } catch (...) {
+        error = std::current_exception();
+        cancel_all();
+      }
+    }
+  }
+  if (error) std::rethrow_exception(error);
+  for (GenerateResult& r : results) {
+    if (!r.samples.empty()) static_cast<SampleResult&>(r) = r.samples[0];
   }
   return results;
 }
 
 std::vector<std::vector<float>> Engine::prompt_logits(std::span<const int32_t> prompt, bool all_positions) {
   check_prompt(prompt, 0);
+  std::lock_guard lock(step_mutex_);  // between the loop's steps; the sequence's blocks are back before it goes on
   ScopedSequence seq(kv_manager_);
   const auto vocab = static_cast<size_t>(config().vocab_size);
   std::vector<std::vector<float>> out;
@@ -380,6 +699,7 @@ void Engine::run_block_copies() {
 }
 
 std::vector<KvPoolReport> Engine::kv_report() const {
+  std::lock_guard lock(step_mutex_);
   std::vector<KvPoolReport> report;
   for (int p = 0; p < kv_manager_.num_pools(); ++p) {
     const LayerGroup& group = config().groups[static_cast<size_t>(p)];

@@ -1,13 +1,17 @@
-// Engine: a loaded model, its tokenizer, a backend and the paged KV cache. generate_batch() runs many
-// requests together with continuous batching (sched/Scheduler: decode tokens and prefill chunks of different
-// requests share each forward step, preemption by recompute when the pools run out) in the calling thread;
-// generate() is its one-request case. Next (issue 5): the step loop on its own thread, streaming, cancel.
+// Engine: a loaded model, its tokenizer, a backend and the paged KV cache, driven by a step loop on its own
+// thread. submit() (thread-safe) queues a request and returns its RequestHandle; the loop batches every live
+// request with continuous batching (sched/Scheduler: decode tokens and prefill chunks of different requests
+// share each forward step, preemption by recompute when the pools run out), samples, detokenizes, applies stop
+// ids and strings, and streams SampleDeltas to the handles. generate_batch() and generate() submit and wait.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
+#include <condition_variable>
 #include <functional>
 #include <memory>
+#include <mutex>
+#include <thread>
 #include <span>
 #include <string>
 #include <vector>
@@ -15,6 +19,7 @@
 #include "backend/backend.h"
 #include "kv/kv_cache_manager.h"
 #include "model/cohere2.h"
+#include "runtime/generation.h"
 #include "runtime/sampling.h"
 #include "tokenizer/tokenizer.h"
 
@@ -34,28 +39,14 @@ struct EngineOptions {
   bool enforce_eager = false;                    // never replay recorded graphs of decode steps
 };
 
-struct GenerateOptions {
-  int64_t max_tokens = 16;
-  SamplingParams sampling;
-  bool ignore_eos = false;                // the engine's stop_token_ids() do not end generation
-  std::vector<int32_t> stop_token_ids;    // more ids that end generation (also with ignore_eos); kept in ids
-};
-
 // One request of Engine::generate_batch.
 struct BatchRequest {
   std::vector<int32_t> prompt;  // token ids
   GenerateOptions options;      // stop ids: options.stop_token_ids, and the engine's unless ignore_eos
 };
 
-struct GenerateResult {
-  std::vector<int32_t> ids;     // generated tokens (the stop token included when generation hit one)
-  std::string finish_reason;    // "stop" (a stop token), "length" (max_tokens) or "error" (see `error`)
-  std::string error;            // why, when finish_reason is "error"
-  int64_t cached_tokens = 0;    // prompt tokens taken from the prefix cache instead of computed
-  int64_t num_preemptions = 0;  // times the request gave its blocks back and was recomputed
-};
-
-// Called with (index of the request in generate_batch's span, new token id) as each token is produced.
+// Called with (index of the request in generate_batch's span, new token id of its sample 0) as tokens are
+// produced, in the calling thread.
 using BatchTokenCallback = std::function<void(size_t, int32_t)>;
 
 // One KV pool's statistics with the layer group it serves.
@@ -73,39 +64,57 @@ std::vector<PoolSpec> plan_kv_pools(const Cohere2Model& model, const EngineOptio
 
 class Engine {
  public:
-  // Loads DIR (config.json, safetensors, tokenizer.json) onto `backend`. Throws tide::Error.
+  // Loads DIR (config.json, safetensors, tokenizer.json) onto `backend` and starts the step loop's thread.
+  // Throws tide::Error.
   Engine(const std::filesystem::path& model_dir, std::unique_ptr<Backend> backend, EngineOptions options = {});
+  // Stops the loop: unfinished requests end with "abort" (their handles get the final deltas).
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
 
   const ModelConfig& config() const { return model_.config(); }
   const Tokenizer& tokenizer() const { return tokenizer_; }
   const Cohere2Model& model() const { return model_; }
+  const EngineOptions& options() const { return options_; }
+  // The KV cache; read it only while no request is live (the loop thread changes it).
   const KvCacheManager& kv_cache() const { return kv_manager_; }
+  // Pool statistics, consistent (taken between steps); callable any time.
   std::vector<KvPoolReport> kv_report() const;
   // Token ids that end generation: generation_config.json's, config.json's and the tokenizer's EOS.
   const std::vector<int32_t>& stop_token_ids() const { return stop_ids_; }
 
+  // Queues a request for the step loop and returns at once; thread-safe. Its deltas go to `on_delta` (called
+  // on the loop thread) when given, else they queue in the handle. Throws tide::Error, queueing nothing, when
+  // the request is invalid (empty prompt, ids outside the vocabulary, a parameter out of range) or can never
+  // run (prompt + max_tokens beyond the model's maximum length, or more KV blocks than the pools hold).
+  std::shared_ptr<RequestHandle> submit(std::vector<int32_t> prompt, GenerateOptions options,
+                                        DeltaCallback on_delta = {});
+
   // Generates up to max_tokens after `prompt`: generate_batch() with one request. `on_token`, when set, is
-  // called with each new token. Throws tide::Error for an empty prompt, out-of-vocabulary ids, a sequence
-  // the KV cache cannot hold, or a request that finished with an error.
+  // called with each new token of sample 0. Throws tide::Error for an invalid request, one that can never
+  // fit, or one that finished with an error.
   GenerateResult generate(std::span<const int32_t> prompt, const GenerateOptions& options,
                           const std::function<void(int32_t)>& on_token = {});
 
-  // Runs every request to completion together, with continuous batching, in the calling thread: each step
-  // the scheduler picks decode tokens and prefill chunks within max_num_batched_tokens / max_num_seqs /
-  // max_prefill_chunk, the engine runs its block copies, one forward over the mixed batch and one sample op
-  // over all rows (per row: the request's sampling parameters, its seed and draw counter = its output tokens
-  // so far, so its ids do not depend on the rest of the batch), then hands the ids back to the scheduler.
-  // Returns one result per request, in order. Throws tide::Error naming the request (before running any)
-  // when one is invalid or can never fit; blocks go back to the pools whatever happens, also when
-  // `on_token` throws.
+  // Submits every request (all checked first: one invalid request refuses the batch, naming its index) and
+  // waits for all of them; they run together with continuous batching, each with its own sampling stream, so
+  // a request's ids do not depend on the rest of the batch. Returns one result per request, in order. When
+  // `on_token` (called in this thread) throws, the batch is cancelled, and the exception propagates once every
+  // request has ended.
   std::vector<GenerateResult> generate_batch(std::span<const BatchRequest> requests,
                                              const BatchTokenCallback& on_token = {});
 
   // Logits [positions][vocab] of `prompt`: every position, or only the last one. Computed through the same
-  // chunked, paged path as generate(); only the last position may come from a reused prefix.
+  // chunked, paged path as generation, between the loop's steps; only the last position may come from a
+  // reused prefix. Throws tide::Error when the KV cache has no room for the prompt (live requests hold it).
   std::vector<std::vector<float>> prompt_logits(std::span<const int32_t> prompt, bool all_positions);
 
  private:
+  struct Submission;
+  struct Inbox;
+  class Loop;
+
+  void start_loop();
   // Runs `tokens` (positions seq.num_computed() ...) of one sequence through the model in chunks; calls
   // `on_logits` with each chunk's logits ([rows selected by want_logits(index in tokens), V], backend memory).
   void extend(SequenceKv& seq, std::span<const int32_t> tokens, const std::function<bool(size_t)>& want_logits,
@@ -117,6 +126,7 @@ class Engine {
   void run_block_copies();
   void check_prompt(std::span<const int32_t> prompt, int64_t max_new_tokens) const;
   void check_request(std::span<const int32_t> prompt, const GenerateOptions& options) const;
+  void check_token_id(int32_t id, const char* what) const;
 
   std::unique_ptr<Backend> backend_;
   Cohere2Model model_;
@@ -126,6 +136,12 @@ class Engine {
   std::vector<KvStorage> kv_storage_;
   std::vector<Tensor> host_kv_storage_;  // per pool: [host blocks, block bytes], host memory
   std::vector<int32_t> stop_ids_;
+
+  // Held by the loop for each step and by prompt_logits / kv_report: one user of the model and cache at once.
+  mutable std::mutex step_mutex_;
+  std::shared_ptr<Inbox> inbox_;  // submissions and cancels for the loop; handles keep it alive
+  std::unique_ptr<Loop> loop_;    // state of the loop thread (the scheduler, live samples)
+  std::thread thread_;
 };
 
 }  // namespace tide

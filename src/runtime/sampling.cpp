@@ -20,6 +20,15 @@ void SamplingParams::validate() const {
   if (!(frequency_penalty >= -2 && frequency_penalty <= 2)) {
     fail("frequency_penalty must be in [-2, 2], got {}", frequency_penalty);
   }
+  std::vector<int32_t> ids;
+  for (const auto& [id, bias] : logit_bias) {
+    if (!(bias >= -100 && bias <= 100)) fail("logit_bias of token {} must be in [-100, 100], got {}", id, bias);
+    ids.push_back(id);
+  }
+  std::sort(ids.begin(), ids.end());
+  if (const auto dup = std::adjacent_find(ids.begin(), ids.end()); dup != ids.end()) {
+    fail("logit_bias lists token {} twice", *dup);
+  }
 }
 
 SamplingRow SamplingParams::row(uint64_t seed_, uint64_t counter) const {
@@ -47,5 +56,21 @@ void TokenHistory::add_prompt(std::span<const int32_t> ids) {
 }
 
 void TokenHistory::add_output(int32_t id) { ++entry(id).output_count; }
+
+void TokenHistory::set_bias(int32_t id, float bias) { entry(id).bias = bias; }
+
+void TokenHistory::append_with_banned(std::span<const int32_t> banned, std::vector<HistoryToken>& out) const {
+  const size_t begin = out.size();
+  out.insert(out.end(), tokens_.begin(), tokens_.end());
+  for (int32_t id : banned) {
+    const auto it = index_.find(id);
+    if (it != index_.end()) {
+      out[begin + it->second].bias = -std::numeric_limits<float>::infinity();
+    } else if (std::find_if(out.begin() + static_cast<std::ptrdiff_t>(begin + tokens_.size()), out.end(),
+                            [&](const HistoryToken& t) { return t.id == id; }) == out.end()) {
+      out.push_back(HistoryToken{id, 0, 0, -std::numeric_limits<float>::infinity()});
+    }
+  }
+}
 
 }  // namespace tide

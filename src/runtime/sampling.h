@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <utility>
 #include <span>
 #include <unordered_map>
 #include <vector>
@@ -24,20 +25,29 @@ struct SamplingParams {
   double presence_penalty = 0.0;    // 0: off; subtracted from tokens present in the output (OpenAI)
   double frequency_penalty = 0.0;   // 0: off; times a token's count in the output, subtracted (OpenAI)
   std::optional<uint64_t> seed;     // unset: a seed from std::random_device
+  // Added to the logits of these token ids before the penalties (OpenAI logit_bias), each in [-100, 100];
+  // ids distinct (checked against the vocabulary by the engine).
+  std::vector<std::pair<int32_t, float>> logit_bias;
 
   // Throws tide::Error naming the parameter when a value is out of range.
   void validate() const;
   bool has_penalties() const { return repetition_penalty != 1.0 || presence_penalty != 0.0 || frequency_penalty != 0.0; }
+  // Whether the sample op needs a token list for this request's rows (penalties or a logit bias).
+  bool needs_token_list() const { return has_penalties() || !logit_bias.empty(); }
   // The op's row for draw `counter` of a sequence whose stream is `seed`.
   SamplingRow row(uint64_t seed, uint64_t counter) const;
 };
 
-// The distinct tokens of one sequence, prompt and output, with their counts.
+// The sample op's token list of one sequence: its distinct tokens, prompt and output, with their counts (for
+// the penalties), and the tokens it biases (logit_bias).
 class TokenHistory {
  public:
   void add_prompt(std::span<const int32_t> ids);
   void add_output(int32_t id);
+  void set_bias(int32_t id, float bias);
   std::span<const HistoryToken> tokens() const { return tokens_; }
+  // tokens() with `banned` added at bias -inf (the stop ids while min_tokens are not reached yet), into `out`.
+  void append_with_banned(std::span<const int32_t> banned, std::vector<HistoryToken>& out) const;
 
  private:
   HistoryToken& entry(int32_t id);

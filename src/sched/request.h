@@ -40,6 +40,10 @@ struct RequestParams {
   int64_t max_tokens = 16;        // ids to generate at most; 0 finishes at once with "length"
   int64_t min_tokens = 0;         // stop ids do not end generation before this many ids
   std::vector<int32_t> stop_ids;  // a sampled id among these ends generation; it stays in the output
+  // An earlier request with the same prompt (another sample of it): this one is admitted only once that one
+  // has computed its prompt, so it reuses the prompt's blocks from the prefix cache instead of computing them
+  // again. 0: none.
+  uint64_t prompt_leader = 0;
 };
 
 struct Request {

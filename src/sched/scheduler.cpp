@@ -27,6 +27,10 @@ RequestId Scheduler::add(RequestParams params) {
   if (params.prompt.empty()) fail("the prompt is empty");
   if (params.max_tokens < 0) fail("max tokens must be >= 0, got {}", params.max_tokens);
   if (params.min_tokens < 0) fail("min tokens must be >= 0, got {}", params.min_tokens);
+  if (params.prompt_leader != 0) {
+    const Request* leader = find(params.prompt_leader);
+    if (leader && leader->params.prompt != params.prompt) fail("request {} has another prompt", params.prompt_leader);
+  }
   const int64_t num_prompt = static_cast<int64_t>(params.prompt.size());
   const int64_t total = num_prompt + params.max_tokens;
   if (total > options_.max_model_len) {
@@ -147,6 +151,12 @@ void Scheduler::preempt_newest(Plan& plan) {
 void Scheduler::admit_waiting(Plan& plan) {
   while (!waiting_.empty() && plan.token_budget > 0 && static_cast<int64_t>(running_.size()) < options_.max_num_seqs) {
     Request& r = *waiting_.front();
+    // Another sample of a prompt still being computed waits for it, ahead of later requests (FCFS): the
+    // leader is older and running, so the wait ends within its prefill.
+    if (r.params.prompt_leader != 0 && r.num_preemptions == 0) {
+      const Request* leader = find(r.params.prompt_leader);
+      if (leader && leader->num_computed_tokens() < leader->num_prompt_tokens()) break;
+    }
     // Decided before admit() so that a refusal leaves no trace (LRU order, hit counts).
     const int64_t n = kv_.num_admissible_tokens(r.token_ids, std::min(chunk_, plan.token_budget));
     if (n == 0) {

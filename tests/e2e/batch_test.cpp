@@ -74,6 +74,16 @@ std::vector<BatchRequest> random_requests(std::mt19937& rng, size_t count, const
       r.options.sampling.frequency_penalty = 0.3;
       r.options.sampling.seed = rng();
     }
+    // The rest of the request parameters, so that the golden requests share steps with all of them.
+    if (i % 4 == 2) r.options.stop = {"e", "ab"};
+    if (i % 5 == 3) r.options.n = 2;
+    if (i % 3 == 2) r.options.logprobs = static_cast<int>(rng() % 3);
+    if (i % 4 == 1) r.options.min_tokens = static_cast<int64_t>(rng() % 3);
+    if (i % 5 == 4) r.options.sampling.logit_bias = {{token(rng), 3.0f}, {token(rng) / 2 * 2 + 1, -2.0f}};
+    if (r.options.sampling.logit_bias.size() == 2 &&
+        r.options.sampling.logit_bias[0].first == r.options.sampling.logit_bias[1].first) {
+      r.options.sampling.logit_bias.pop_back();
+    }
     out.push_back(std::move(r));
   }
   return out;
@@ -123,10 +133,13 @@ void check_batch(const std::string& name, const Config& config, size_t num_rando
       EXPECT_EQ(static_cast<int64_t>(r.ids.size()), batch[i].options.max_tokens) << "request " << i;
     } else {
       ASSERT_EQ(r.finish_reason, "stop") << "request " << i << ": " << r.error;
-      EXPECT_FALSE(batch[i].options.ignore_eos);
       const auto& stops = engine.stop_token_ids();
-      EXPECT_TRUE(std::find(stops.begin(), stops.end(), r.ids.back()) != stops.end());
+      const bool stop_id = std::find(stops.begin(), stops.end(), r.ids.back()) != stops.end();
+      EXPECT_TRUE((stop_id && !batch[i].options.ignore_eos) || !batch[i].options.stop.empty()) << "request " << i;
+      EXPECT_GE(static_cast<int64_t>(r.ids.size()), batch[i].options.min_tokens);
     }
+    EXPECT_EQ(r.samples.size(), static_cast<size_t>(batch[i].options.n));
+    if (batch[i].options.logprobs >= 0) EXPECT_EQ(r.logprobs.size(), r.ids.size());
   }
   expect_no_blocks_in_use(engine);
   if (preemptions) *preemptions = total_preemptions;

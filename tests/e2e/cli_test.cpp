@@ -218,6 +218,9 @@ TEST(Cli, BadInputIsAClearErrorNotACrash) {
            {"logits " + kModel + " --prompt-ids ''", "--prompt-ids"},
            {"detokenize " + kModel + " --ids 5,100000", "100000"},
            {"generate " + kModel + " --prompt hi --device tpu", "tpu"},
+           {"generate " + kModel + " --prompt hi --n 0", "--n"},
+           {"generate " + kModel + " --prompt hi --logprobs 21", "--logprobs"},
+           {"generate " + kModel + " --prompt hi --stop ''", "stop"},
            {"frobnicate", "frobnicate"},
        }) {
     const RunResult r = run(c.args);
@@ -247,6 +250,36 @@ TEST(Cli, SamplingFlagsAreDocumentedAndSeededRunsRepeat) {
   ASSERT_EQ(a.status, 0) << a.out;
   EXPECT_EQ(nlohmann::json::parse(a.out)["ids"], nlohmann::json::parse(b.out)["ids"]);
   EXPECT_EQ(nlohmann::json::parse(a.out)["ids"].size(), 12u);
+}
+
+TEST(Cli, StopStringsSamplesAndLogprobsInTheJson) {
+  const std::string base = "generate " + kModel + " --prompt 'Hello world' --max-tokens 12 --ignore-eos --json";
+  const RunResult full = run(base);
+  ASSERT_EQ(full.status, 0) << full.out;
+  const std::string text = nlohmann::json::parse(full.out)["text"];
+  ASSERT_GE(text.size(), 4u);
+  // A stop string from the middle of the text: the output ends before it, with "stop".
+  const std::string stop = text.substr(text.size() / 2, 2);
+  const RunResult stopped = run(base + " --stop '" + stop + "' --stop 'never here'");
+  ASSERT_EQ(stopped.status, 0) << stopped.out;
+  const nlohmann::json s = nlohmann::json::parse(stopped.out);
+  EXPECT_EQ(s["finish_reason"], "stop");
+  EXPECT_EQ(s["text"], text.substr(0, text.find(stop)));
+  // Plain mode streams the same text.
+  const RunResult plain = run("generate " + kModel + " --prompt 'Hello world' --max-tokens 12 --ignore-eos --stop '" + stop + "'");
+  ASSERT_EQ(plain.status, 0) << plain.out;
+  EXPECT_NE(plain.out.find("Hello world" + s["text"].get<std::string>() + "\n"), std::string::npos) << plain.out;
+
+  const RunResult many = run(base + " --n 3 --temperature 1 --seed 5 --logprobs 2");
+  ASSERT_EQ(many.status, 0) << many.out;
+  const nlohmann::json m = nlohmann::json::parse(many.out);
+  ASSERT_EQ(m["samples"].size(), 3u);
+  EXPECT_EQ(m["samples"][0]["ids"], m["ids"]);
+  for (const auto& sample : m["samples"]) {
+    ASSERT_EQ(sample["logprobs"].size(), 12u);
+    EXPECT_EQ(sample["logprobs"][0]["top"].size(), 2u);
+    EXPECT_LE(sample["logprobs"][0]["logprob"].get<double>(), 0.0);
+  }
 }
 
 }  // namespace

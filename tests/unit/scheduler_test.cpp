@@ -198,6 +198,38 @@ TEST(Scheduler, PrefixReuseReducesTheTokensComputed) {
   EXPECT_TRUE(b.pools_free());
 }
 
+TEST(Scheduler, SamplesOfAPromptWaitForItsLeaderAndReuseItsBlocks) {
+  Bench b(4, {{7, 64, 0}, {0, 64, 0}}, options(64, 8, 8));
+  const Tokens prompt = tokens(30, 200);  // 4 chunks of 8
+  const RequestId leader = b.sched.add(req(prompt, 5));
+  RequestParams follower = req(prompt, 5);
+  follower.prompt_leader = leader;
+  const RequestId second = b.sched.add(follower);
+  const RequestId later = b.sched.add(req(tokens(5, 900), 3));  // FCFS: not ahead of the follower
+  int64_t computed = 0;
+  bool follower_admitted_early = false;
+  while (b.sched.has_unfinished()) {
+    const Request* l = b.sched.find(leader);
+    const bool leader_prefilling = l && l->num_computed_tokens() < l->num_prompt_tokens();
+    ScheduledStep step;
+    ASSERT_TRUE(b.step(&step));
+    computed += step.num_tokens();
+    for (const ScheduledSequence& s : step.seqs) {
+      if ((s.request_id == second || s.request_id == later) && leader_prefilling) follower_admitted_early = true;
+    }
+  }
+  EXPECT_FALSE(follower_admitted_early);
+  EXPECT_EQ(b.finished[second]->num_cached_tokens, 28);  // every full block but the one holding the last token
+  EXPECT_EQ(computed, (30 + 4) + (2 + 4) + (5 + 2));
+  for (RequestId id : {leader, second, later}) EXPECT_TRUE(b.matches_reference(id));
+  EXPECT_TRUE(b.pools_free());
+  // A follower with another prompt than its leader's is refused.
+  const RequestId again = b.sched.add(req(prompt, 50));
+  RequestParams wrong = req(tokens(30, 300), 5);
+  wrong.prompt_leader = again;
+  EXPECT_THROW(b.sched.add(wrong), Error);
+}
+
 // ---  preemption
 
 // Runs the same requests on `pools`; returns the outputs by arrival index.

@@ -84,6 +84,8 @@ CudaBackend::~CudaBackend() {
   cudaStreamDestroy(stream_);
 }
 
+void CudaBackend::bind_thread() { TIDE_CUDA_CHECK(cudaSetDevice(device_)); }
+
 std::optional<Backend::MemoryInfo> CudaBackend::memory_info() const {
   size_t free = 0, total = 0;
   TIDE_CUDA_CHECK(cudaMemGetInfo(&free, &total));

@@ -40,6 +40,7 @@ class CudaBackend final : public Backend {
   DType activation_dtype() const override { return DType::kBF16; }
   // Memory the caching allocator holds for reuse counts as free.
   std::optional<MemoryInfo> memory_info() const override;
+  void bind_thread() override;
 
   void embedding(Tensor out, const Tensor& table, const Tensor& ids) override;
   void gather_rows(Tensor out, const Tensor& x, const Tensor& rows) override;
