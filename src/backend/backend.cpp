@@ -2,6 +2,7 @@
 #include "backend/backend.h"
 
 #include <cmath>
+#include <cstdint>
 
 #include "core/error.h"
 
@@ -35,9 +36,18 @@ void check_sampling_batch(const SamplingBatch& batch, int64_t num_rows, int64_t 
     const int32_t begin = batch.history_starts[static_cast<size_t>(r)], end = batch.history_starts[static_cast<size_t>(r + 1)];
     if (end < begin) fail("sample: history_starts must not decrease (row {})", r);
   }
-  for (const HistoryToken& h : batch.history) {
-    if (h.id < 0 || h.id >= vocab) fail("sample: history token id {} is out of range (vocabulary {})", h.id, vocab);
-    if (h.prompt_count < 0 || h.output_count < 0) fail("sample: history counts must be >= 0 (token {})", h.id);
+  for (int64_t r = 0; r < num_rows; ++r) {
+    for (int32_t k = batch.history_starts[static_cast<size_t>(r)]; k < batch.history_starts[static_cast<size_t>(r + 1)]; ++k) {
+      const HistoryToken& h = batch.history[static_cast<size_t>(k)];
+      if (h.id < 0 || h.id >= vocab) {
+        fail("sample: history token id {} of row {} is out of range (vocabulary {})", h.id, r, vocab);
+      }
+      if (h.prompt_count < 0 || h.output_count < 0) fail("sample: history counts must be >= 0 (row {}, token {})", r, h.id);
+      // -inf bans the token; +inf would make every other token impossible and break the weights.
+      if (std::isnan(h.bias) || h.bias == INFINITY) {
+        fail("sample: logit bias must be finite or -inf, got {} (row {}, token {})", h.bias, r, h.id);
+      }
+    }
   }
 }
 

@@ -55,8 +55,8 @@ inline bool valid_block_copy(const KvStorage& kv, const Tensor& host, const Bloc
 }
 
 // What the sample op needs besides the logits, in host memory: per-row parameters and RNG state, and the
-// token history the penalties read, compact (CSR): row r's distinct tokens are
-// history[history_starts[r] .. history_starts[r + 1]), each with its prompt and output counts.
+// tokens the bias and the penalties touch, compact (CSR): row r's distinct tokens are
+// history[history_starts[r] .. history_starts[r + 1]), each with its prompt and output counts and its bias.
 struct SamplingBatch {
   std::span<const SamplingRow> rows;        // [R]
   std::span<const int32_t> history_starts;  // [R + 1], or empty when no row has a history
@@ -148,18 +148,22 @@ class Backend {
   // --- sampling ---
 
   // Picks one token per row of `logits` and writes its id to out_ids[r]; never copies the logits to the host.
-  // out_ids: [R] i32, logits: [R, V] f32 (overwritten with the penalized logits). Per row, in this order
-  // (sampling_math.h holds the arithmetic both backends share, so they compute the same bits):
-  //   1. penalties on the history tokens: repetition (l / r if l > 0 else l * r, for tokens in prompt or
-  //      output), then l -= frequency * output_count + presence (tokens in the output);
-  //   2. temperature 0: greedy, the argmax (lowest id on ties); done;
+  // out_ids: [R] i32, logits: [R, V] f32 (overwritten with the biased, penalized logits). Per row, in this
+  // order (sampling_math.h holds the arithmetic both backends share, so they compute the same bits):
+  //   0. bias on the listed tokens: l = l + bias (one rounded add; OpenAI logit_bias, -inf bans a token);
+  //   1. penalties on the listed tokens: repetition (l / r if l > 0 else l * r, for tokens in prompt or
+  //      output: prompt_count + output_count > 0), then l -= frequency * output_count + presence (tokens in
+  //      the output: output_count > 0);
+  //   2. temperature 0: greedy, the argmax (lowest id on ties; never a -inf token unless all are); done;
   //   3. top-k: keep tokens whose logit >= the k-th largest (ties at the boundary are all kept);
   //   4. top-p: with weights w = floor(2^40 * exp((l - l_max) / T)) over the tokens kept so far, keep the
   //      tokens whose logit >= the largest threshold t with mass(l >= t) >= ceil(top_p * mass) (ties kept);
   //   5. min-p: keep tokens with exp((l - l_max) / T) >= min_p (probability relative to the most likely);
   //   6. draw: x = floor(philox(seed, counter) * W / 2^64) for W the kept mass; the token is the lowest id
   //      whose cumulative kept weight, in vocabulary order, exceeds x.
-  // Logits must not be NaN or +inf (-inf is fine: weight 0) and are compared as ordered bit keys (-0 < +0).
+  // Logits must not be NaN or +inf, before or after the bias (-inf is fine: weight 0, never kept by a filter
+  // or drawn) and are compared as ordered bit keys (-0 < +0). A row whose every logit is -inf has no
+  // distribution: it gives id 0 (the argmax's lowest id), whatever its temperature.
   // Weights are exact integers, so masses and prefix sums do not depend on summation order: the same batch
   // gives the same ids on every backend and run. A token whose relative probability is below 2^-40 has
   // weight 0 and is never drawn. Draws of a row depend only on its own (seed, counter), never on the other

@@ -8,7 +8,12 @@
 
 #include <cstdint>
 
-#include "backend/sampling_math.h"
+// Defined in sampling_math.h; only declared here, so that the attention kernels do not rebuild whenever the
+// sampling arithmetic changes.
+namespace tide {
+struct SamplingRow;
+struct HistoryToken;
+}  // namespace tide
 
 namespace tide::cuda {
 
