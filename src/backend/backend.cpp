@@ -51,4 +51,27 @@ void check_sampling_batch(const SamplingBatch& batch, int64_t num_rows, int64_t 
   }
 }
 
+void check_logprobs_args(const Tensor& out_values, const Tensor& out_ids, const Tensor& logits,
+                         const Tensor& chosen_ids, int n) {
+  if (logits.dtype != DType::kF32 || logits.shape.ndim != 2) {
+    fail("logprobs: logits must be [R, V] F32, got {} {}", logits.shape.str(), dtype_name(logits.dtype));
+  }
+  const int64_t num_rows = logits.dim(0), vocab = logits.dim(1);
+  if (vocab < 1 || vocab > INT32_MAX) fail("logprobs: vocabulary of {} tokens (1 .. 2^31 - 1 supported)", vocab);
+  if (n < 0 || n > kMaxLogprobs || n > vocab) {
+    fail("logprobs: n must be in [0, min({}, V = {})], got {}", kMaxLogprobs, vocab, n);
+  }
+  if (chosen_ids.dtype != DType::kI32 || chosen_ids.shape.ndim != 1 || chosen_ids.dim(0) != num_rows) {
+    fail("logprobs: chosen_ids must be [{}] I32, got {} {}", num_rows, chosen_ids.shape.str(), dtype_name(chosen_ids.dtype));
+  }
+  if (out_values.dtype != DType::kF32 || out_values.shape.ndim != 2 || out_values.dim(0) != num_rows ||
+      out_values.dim(1) != 1 + n) {
+    fail("logprobs: out_values must be [{}, {}] F32, got {} {}", num_rows, 1 + n, out_values.shape.str(),
+         dtype_name(out_values.dtype));
+  }
+  if (out_ids.dtype != DType::kI32 || out_ids.shape.ndim != 2 || out_ids.dim(0) != num_rows || out_ids.dim(1) != n) {
+    fail("logprobs: out_ids must be [{}, {}] I32, got {} {}", num_rows, n, out_ids.shape.str(), dtype_name(out_ids.dtype));
+  }
+}
+
 }  // namespace tide

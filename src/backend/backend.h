@@ -67,6 +67,14 @@ struct SamplingBatch {
 // a parameter is out of range (both backends check the same way).
 void check_sampling_batch(const SamplingBatch& batch, int64_t num_rows, int64_t vocab);
 
+// The most top tokens the logprobs op returns per row (OpenAI's top_logprobs limit).
+inline constexpr int kMaxLogprobs = 20;
+
+// Throws tide::Error naming the tensor when the logprobs op's arguments (Backend::logprobs) have the wrong
+// dtype or shape or n is out of range. Does not read tensor data.
+void check_logprobs_args(const Tensor& out_values, const Tensor& out_ids, const Tensor& logits,
+                         const Tensor& chosen_ids, int n);
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -169,6 +177,20 @@ class Backend {
   // weight 0 and is never drawn. Draws of a row depend only on its own (seed, counter), never on the other
   // rows of the batch.
   virtual void sample(Tensor out_ids, Tensor logits, const SamplingBatch& batch) = 0;
+
+  // Log-probabilities of the distribution in `logits` (log_softmax of each row, f32, the logits as given: call
+  // it on the model's logits before sample() penalizes them in place): out_values[r][0] = logprob of
+  // chosen_ids[r]; out_values[r][1 + j], out_ids[r][j] for j < n: the n most likely tokens, in descending
+  // order (the lowest id first among equal logits). out_values: [R, 1 + n] f32, out_ids: [R, n] i32 (may be
+  // [R, 0]), logits: [R, V] f32 (not modified), chosen_ids: [R] i32, all backend memory.
+  // 0 <= n <= min(kMaxLogprobs, V).
+  // Each value is logit - (max + log(sum exp(logit - max))), the sum accumulated in f64; a -inf logit has
+  // logprob -inf. Logits must not be NaN or +inf; they are ordered as the sample op orders them (bit keys:
+  // -0 below +0). A row whose every logit is -inf has no distribution: its values are NaN (its ids are
+  // 0 .. n-1). A chosen id outside [0, V) throws tide::Error where the backend reads ids on the host (CPU);
+  // a device backend (CUDA) writes NaN as its logprob instead and never reads outside the row.
+  virtual void logprobs(Tensor out_values, Tensor out_ids, const Tensor& logits, const Tensor& chosen_ids,
+                        int n) = 0;
 
   // --- KV host tier ---
 
