@@ -116,7 +116,9 @@ void compare(const Batch& b, int64_t num_rows, int64_t vocab) {
   }
 }
 
-void compare(int64_t num_rows, int64_t vocab, uint32_t seed) { compare(random_batch(num_rows, vocab, seed), num_rows, vocab); }
+void compare(int64_t num_rows, int64_t vocab, uint32_t seed) {
+  compare(random_batch(num_rows, vocab, seed), num_rows, vocab);
+}
 
 TEST(CudaSampling, SmallUnalignedVocabularyMatchesCpu) {
   TIDE_REQUIRE_GPU();

@@ -22,7 +22,8 @@ struct Result {
 };
 
 // logits: [R, V] row-major.
-Result run(CpuBackend& cpu, const std::vector<float>& logits, int64_t vocab, const std::vector<int32_t>& chosen, int n) {
+Result run(CpuBackend& cpu, const std::vector<float>& logits, int64_t vocab, const std::vector<int32_t>& chosen,
+           int n) {
   const int64_t rows = static_cast<int64_t>(chosen.size());
   Tensor l = cpu.upload(logits.data(), DType::kF32, Shape{rows, vocab});
   Tensor c = cpu.upload(chosen.data(), DType::kI32, Shape{rows});
@@ -134,7 +135,8 @@ TEST(CpuLogprobs, LargeLogitsAndALargeVocabulary) {
   EXPECT_NEAR(big.values[0], -1.0 - std::log1p(std::exp(-1.0)), 1e-6);
   // 256000 equal logits: the f64 sum makes each exactly -log(V) to f32 rounding.
   const int64_t vocab = 256000;
-  const Result flat = run(cpu, std::vector<float>(static_cast<size_t>(vocab), -7.25f), vocab, {vocab - 1}, kMaxLogprobs);
+  const std::vector<float> equal(static_cast<size_t>(vocab), -7.25f);
+  const Result flat = run(cpu, equal, vocab, {static_cast<int32_t>(vocab - 1)}, kMaxLogprobs);
   EXPECT_FLOAT_EQ(flat.values[0], static_cast<float>(-std::log(double(vocab))));
   for (int j = 0; j < kMaxLogprobs; ++j) EXPECT_EQ(flat.ids[static_cast<size_t>(j)], j);
 }
@@ -183,8 +185,10 @@ TEST(CpuLogprobs, RejectsBadArgumentsNamingThem) {
   EXPECT_NE(message(values(4), ids(3), cpu.alloc(DType::kF32, Shape{10}), chosen, 3).find("logits"), std::string::npos);
   EXPECT_NE(message(values(3), ids(3), logits, chosen, 3).find("out_values"), std::string::npos);
   EXPECT_NE(message(values(4), ids(2), logits, chosen, 3).find("out_ids"), std::string::npos);
-  EXPECT_NE(message(values(4), cpu.alloc(DType::kF32, Shape{2, 3}), logits, chosen, 3).find("out_ids"), std::string::npos);
-  EXPECT_NE(message(values(4), ids(3), logits, cpu.alloc(DType::kI32, Shape{3}), 3).find("chosen_ids"), std::string::npos);
+  const Tensor f32_ids = cpu.alloc(DType::kF32, Shape{2, 3});
+  EXPECT_NE(message(values(4), f32_ids, logits, chosen, 3).find("out_ids"), std::string::npos);
+  const Tensor three = cpu.alloc(DType::kI32, Shape{3});
+  EXPECT_NE(message(values(4), ids(3), logits, three, 3).find("chosen_ids"), std::string::npos);
   const std::vector<int32_t> bad_ids = {0, 5};
   const std::string bad = message(values(4), ids(3), logits, cpu.upload(bad_ids.data(), DType::kI32, Shape{2}), 3);
   EXPECT_NE(bad.find("chosen id 5 of row 1"), std::string::npos) << bad;

@@ -31,7 +31,9 @@ void CpuBackend::logprobs(Tensor out_values, Tensor out_ids, const Tensor& logit
   const int64_t num_rows = logits.dim(0), vocab = logits.dim(1);
   for (int64_t r = 0; r < num_rows; ++r) {  // before writing anything
     const int32_t chosen = chosen_ids.as<int32_t>()[r];
-    if (chosen < 0 || chosen >= vocab) fail("logprobs: chosen id {} of row {} is out of range (vocabulary {})", chosen, r, vocab);
+    if (chosen < 0 || chosen >= vocab) {
+      fail("logprobs: chosen id {} of row {} is out of range (vocabulary {})", chosen, r, vocab);
+    }
   }
   std::vector<int32_t> order(static_cast<size_t>(vocab));
   for (int64_t r = 0; r < num_rows; ++r) {
