@@ -2,6 +2,7 @@
 #include "backend/backend.h"
 
 #include <cmath>
+#include <cstdint>
 
 #include "core/error.h"
 
@@ -35,9 +36,47 @@ void check_sampling_batch(const SamplingBatch& batch, int64_t num_rows, int64_t 
     const int32_t begin = batch.history_starts[static_cast<size_t>(r)], end = batch.history_starts[static_cast<size_t>(r + 1)];
     if (end < begin) fail("sample: history_starts must not decrease (row {})", r);
   }
-  for (const HistoryToken& h : batch.history) {
-    if (h.id < 0 || h.id >= vocab) fail("sample: history token id {} is out of range (vocabulary {})", h.id, vocab);
-    if (h.prompt_count < 0 || h.output_count < 0) fail("sample: history counts must be >= 0 (token {})", h.id);
+  for (int64_t r = 0; r < num_rows; ++r) {
+    const int32_t begin = batch.history_starts[static_cast<size_t>(r)];
+    const int32_t end = batch.history_starts[static_cast<size_t>(r + 1)];
+    for (int32_t k = begin; k < end; ++k) {
+      const HistoryToken& h = batch.history[static_cast<size_t>(k)];
+      if (h.id < 0 || h.id >= vocab) {
+        fail("sample: history token id {} of row {} is out of range (vocabulary {})", h.id, r, vocab);
+      }
+      if (h.prompt_count < 0 || h.output_count < 0) {
+        fail("sample: history counts must be >= 0 (row {}, token {})", r, h.id);
+      }
+      // -inf bans the token; +inf would make every other token impossible and break the weights.
+      if (std::isnan(h.bias) || h.bias == INFINITY) {
+        fail("sample: logit bias must be finite or -inf, got {} (row {}, token {})", h.bias, r, h.id);
+      }
+    }
+  }
+}
+
+void check_logprobs_args(const Tensor& out_values, const Tensor& out_ids, const Tensor& logits,
+                         const Tensor& chosen_ids, int n) {
+  if (logits.dtype != DType::kF32 || logits.shape.ndim != 2) {
+    fail("logprobs: logits must be [R, V] F32, got {} {}", logits.shape.str(), dtype_name(logits.dtype));
+  }
+  const int64_t num_rows = logits.dim(0), vocab = logits.dim(1);
+  if (vocab < 1 || vocab > INT32_MAX) fail("logprobs: vocabulary of {} tokens (1 .. 2^31 - 1 supported)", vocab);
+  if (n < 0 || n > kMaxLogprobs || n > vocab) {
+    fail("logprobs: n must be in [0, min({}, V = {})], got {}", kMaxLogprobs, vocab, n);
+  }
+  if (chosen_ids.dtype != DType::kI32 || chosen_ids.shape.ndim != 1 || chosen_ids.dim(0) != num_rows) {
+    fail("logprobs: chosen_ids must be [{}] I32, got {} {}", num_rows, chosen_ids.shape.str(),
+         dtype_name(chosen_ids.dtype));
+  }
+  if (out_values.dtype != DType::kF32 || out_values.shape.ndim != 2 || out_values.dim(0) != num_rows ||
+      out_values.dim(1) != 1 + n) {
+    fail("logprobs: out_values must be [{}, {}] F32, got {} {}", num_rows, 1 + n, out_values.shape.str(),
+         dtype_name(out_values.dtype));
+  }
+  if (out_ids.dtype != DType::kI32 || out_ids.shape.ndim != 2 || out_ids.dim(0) != num_rows || out_ids.dim(1) != n) {
+    fail("logprobs: out_ids must be [{}, {}] I32, got {} {}", num_rows, n, out_ids.shape.str(),
+         dtype_name(out_ids.dtype));
   }
 }
 

@@ -55,8 +55,8 @@ inline bool valid_block_copy(const KvStorage& kv, const Tensor& host, const Bloc
 }
 
 // What the sample op needs besides the logits, in host memory: per-row parameters and RNG state, and the
-// token history the penalties read, compact (CSR): row r's distinct tokens are
-// history[history_starts[r] .. history_starts[r + 1]), each with its prompt and output counts.
+// tokens the bias and the penalties touch, compact (CSR): row r's distinct tokens are
+// history[history_starts[r] .. history_starts[r + 1]), each with its prompt and output counts and its bias.
 struct SamplingBatch {
   std::span<const SamplingRow> rows;        // [R]
   std::span<const int32_t> history_starts;  // [R + 1], or empty when no row has a history
@@ -66,6 +66,14 @@ struct SamplingBatch {
 // Throws tide::Error naming the field when `batch` does not describe `num_rows` rows over `vocab` tokens or
 // a parameter is out of range (both backends check the same way).
 void check_sampling_batch(const SamplingBatch& batch, int64_t num_rows, int64_t vocab);
+
+// The most top tokens the logprobs op returns per row (OpenAI's top_logprobs limit).
+inline constexpr int kMaxLogprobs = 20;
+
+// Throws tide::Error naming the tensor when the logprobs op's arguments (Backend::logprobs) have the wrong
+// dtype or shape or n is out of range. Does not read tensor data.
+void check_logprobs_args(const Tensor& out_values, const Tensor& out_ids, const Tensor& logits,
+                         const Tensor& chosen_ids, int n);
 
 class Backend {
  public:
@@ -151,23 +159,41 @@ class Backend {
   // --- sampling ---
 
   // Picks one token per row of `logits` and writes its id to out_ids[r]; never copies the logits to the host.
-  // out_ids: [R] i32, logits: [R, V] f32 (overwritten with the penalized logits). Per row, in this order
-  // (sampling_math.h holds the arithmetic both backends share, so they compute the same bits):
-  //   1. penalties on the history tokens: repetition (l / r if l > 0 else l * r, for tokens in prompt or
-  //      output), then l -= frequency * output_count + presence (tokens in the output);
-  //   2. temperature 0: greedy, the argmax (lowest id on ties); done;
+  // out_ids: [R] i32, logits: [R, V] f32 (overwritten with the biased, penalized logits). Per row, in this
+  // order (sampling_math.h holds the arithmetic both backends share, so they compute the same bits):
+  //   0. bias on the listed tokens: l = l + bias (one rounded add; OpenAI logit_bias, -inf bans a token);
+  //   1. penalties on the listed tokens: repetition (l / r if l > 0 else l * r, for tokens in prompt or
+  //      output: prompt_count + output_count > 0), then l -= frequency * output_count + presence (tokens in
+  //      the output: output_count > 0);
+  //   2. temperature 0: greedy, the argmax (lowest id on ties; never a -inf token unless all are); done;
   //   3. top-k: keep tokens whose logit >= the k-th largest (ties at the boundary are all kept);
   //   4. top-p: with weights w = floor(2^40 * exp((l - l_max) / T)) over the tokens kept so far, keep the
   //      tokens whose logit >= the largest threshold t with mass(l >= t) >= ceil(top_p * mass) (ties kept);
   //   5. min-p: keep tokens with exp((l - l_max) / T) >= min_p (probability relative to the most likely);
   //   6. draw: x = floor(philox(seed, counter) * W / 2^64) for W the kept mass; the token is the lowest id
   //      whose cumulative kept weight, in vocabulary order, exceeds x.
-  // Logits must not be NaN or +inf (-inf is fine: weight 0) and are compared as ordered bit keys (-0 < +0).
+  // Logits must not be NaN or +inf, before or after the bias (-inf is fine: weight 0, never kept by a filter
+  // or drawn) and are compared as ordered bit keys (-0 < +0). A row whose every logit is -inf has no
+  // distribution: it gives id 0 (the argmax's lowest id), whatever its temperature.
   // Weights are exact integers, so masses and prefix sums do not depend on summation order: the same batch
   // gives the same ids on every backend and run. A token whose relative probability is below 2^-40 has
   // weight 0 and is never drawn. Draws of a row depend only on its own (seed, counter), never on the other
   // rows of the batch.
   virtual void sample(Tensor out_ids, Tensor logits, const SamplingBatch& batch) = 0;
+
+  // Log-probabilities of the distribution in `logits` (log_softmax of each row, f32, the logits as given: call
+  // it on the model's logits before sample() penalizes them in place): out_values[r][0] = logprob of
+  // chosen_ids[r]; out_values[r][1 + j], out_ids[r][j] for j < n: the n most likely tokens, in descending
+  // order (the lowest id first among equal logits). out_values: [R, 1 + n] f32, out_ids: [R, n] i32 (may be
+  // [R, 0]), logits: [R, V] f32 (not modified), chosen_ids: [R] i32, all backend memory.
+  // 0 <= n <= min(kMaxLogprobs, V).
+  // Each value is logit - (max + log(sum exp(logit - max))), the sum accumulated in f64; a -inf logit has
+  // logprob -inf. Logits must not be NaN or +inf; they are ordered as the sample op orders them (bit keys:
+  // -0 below +0). A row whose every logit is -inf has no distribution: its values are NaN (its ids are
+  // 0 .. n-1). A chosen id outside [0, V) throws tide::Error where the backend reads ids on the host (CPU);
+  // a device backend (CUDA) writes NaN as its logprob instead and never reads outside the row.
+  virtual void logprobs(Tensor out_values, Tensor out_ids, const Tensor& logits, const Tensor& chosen_ids,
+                        int n) = 0;
 
   // --- KV host tier ---
 

@@ -29,7 +29,8 @@ struct SamplingRow {
   uint64_t counter = 0;             // the sequence's draw index (how many tokens it has sampled before)
 };
 
-// A distinct token of a row's history with how often it occurs in the prompt and in the output so far.
+// A distinct token of a row's history with how often it occurs in the prompt and in the output so far, and
+// the bias the request gives it: an entry may carry counts, a bias, or both.
 struct HistoryToken {
   int32_t id = 0;
   int32_t prompt_count = 0;
@@ -148,6 +149,14 @@ TIDE_HD float penalized(float logit, int32_t prompt_count, int32_t output_count,
   return logit;
 }
 
+// The logit of a listed token: its bias added first (one rounded add; none for a zero bias, which would
+// turn a -0 logit into +0), then the penalties. A -inf bias gives -inf whatever the penalties.
+TIDE_HD float adjusted_logit(float logit, const HistoryToken& h, const SamplingRow& row) {
+  if (h.bias != 0.0f) logit = add_rn(logit, h.bias);
+  return penalized(logit, h.prompt_count, h.output_count, row.repetition_penalty, row.presence_penalty,
+                   row.frequency_penalty);
+}
+
 // --- weights ---
 
 // Fixed-point scale of a weight: 2^40, so that sums over a vocabulary of up to 2^23 tokens fit in 64 bits.
@@ -172,7 +181,8 @@ TIDE_HD float exp_nonpositive(float x) {
 }
 
 // A token's probability relative to the most likely one, exp((logit - max_logit) / temperature), given
-// inv_temperature = 1 / temperature (rounded once, in f32).
+// inv_temperature = 1 / temperature (rounded once, in f32). 0 for a -inf logit under a finite max_logit
+// (and for the NaN of -inf - -inf: callers stop before weighing a row whose every logit is -inf).
 TIDE_HD float relative_prob(float logit, float max_logit, float inv_temperature) {
   return exp_nonpositive(mul_rn(sub_rn(logit, max_logit), inv_temperature));
 }

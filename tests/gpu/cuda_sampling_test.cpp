@@ -1,8 +1,10 @@
 // The CUDA sample op against the CPU reference on random logits: many rows with mixed parameters (greedy,
-// temperature, top-k, top-p, min-p, penalties over random histories), V small and unaligned (scalar loads)
-// and V = 256000 (float4 loads). Both backends share sampling_math.h (one IEEE rounding per operation,
+// temperature, top-k, top-p, min-p, penalties over random histories, logit biases including -inf bans of
+// the argmax), V small and unaligned (scalar loads) and V = 256000 (float4 loads), and rows mostly or
+// entirely -inf. Both backends share sampling_math.h (one IEEE rounding per operation,
 // integer weights and prefix sums), so the ids must be identical, not merely close; so must the
 // penalized logits both write back, and repeated GPU runs.
+#include <map>
 #include <random>
 
 #include "gpu_test_util.h"
@@ -52,14 +54,29 @@ Batch random_batch(int64_t num_rows, int64_t vocab, uint32_t seed) {
       row.frequency_penalty = 0.3f;
     }
     b.rows.push_back(row);
-    // A history of distinct tokens, some of them near the top of the row.
-    std::vector<int32_t> ids;
+    // A list of distinct tokens, some of them near the top of the row: counts, and on every third row
+    // biases too (the argmax banned, a few tokens banned, raised or lowered, some with counts 0).
+    std::map<int32_t, HistoryToken> listed;
     const int n = static_cast<int>(rng() % 40);
-    for (int k = 0; k < n; ++k) ids.push_back(token(rng));
-    std::sort(ids.begin(), ids.end());
-    ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
-    for (int32_t id : ids) {
-      b.history.push_back(HistoryToken{id, static_cast<int32_t>(rng() % 3), static_cast<int32_t>(rng() % 3)});
+    for (int k = 0; k < n; ++k) {
+      const int32_t id = token(rng);
+      listed[id] = HistoryToken{id, static_cast<int32_t>(rng() % 3), static_cast<int32_t>(rng() % 3)};
+    }
+    if (r % 3 == 1) {
+      const float* row_logits = b.logits.data() + r * vocab;
+      const int32_t top = static_cast<int32_t>(std::max_element(row_logits, row_logits + vocab) - row_logits);
+      listed[top].id = top;
+      listed[top].bias = -INFINITY;
+      for (int k = 0; k < 8; ++k) {
+        const int32_t id = token(rng);
+        listed[id].id = id;
+        listed[id].bias = k % 4 == 0   ? -INFINITY
+                          : k % 4 == 1 ? -100.0f + 200.0f * static_cast<float>(rng() % 1000) / 1000
+                                       : -5.0f + 10.0f * static_cast<float>(rng() % 1000) / 1000;
+      }
+    }
+    for (const auto& [id, h] : listed) {
+      b.history.push_back(h);
       if (rng() % 4 == 0) b.logits[static_cast<size_t>(r * vocab + id)] = 12.0f;  // a repeated favourite
     }
     b.starts.push_back(static_cast<int32_t>(b.history.size()));
@@ -67,9 +84,8 @@ Batch random_batch(int64_t num_rows, int64_t vocab, uint32_t seed) {
   return b;
 }
 
-void compare(int64_t num_rows, int64_t vocab, uint32_t seed) {
+void compare(const Batch& b, int64_t num_rows, int64_t vocab) {
   SCOPED_TRACE(::testing::Message() << num_rows << " rows, V " << vocab);
-  const Batch b = random_batch(num_rows, vocab, seed);
   CpuBackend cpu;
   CudaBackend gpu;
   const Shape shape{num_rows, vocab};
@@ -100,6 +116,10 @@ void compare(int64_t num_rows, int64_t vocab, uint32_t seed) {
   }
 }
 
+void compare(int64_t num_rows, int64_t vocab, uint32_t seed) {
+  compare(random_batch(num_rows, vocab, seed), num_rows, vocab);
+}
+
 TEST(CudaSampling, SmallUnalignedVocabularyMatchesCpu) {
   TIDE_REQUIRE_GPU();
   compare(96, 1001, 1);
@@ -109,6 +129,32 @@ TEST(CudaSampling, SmallUnalignedVocabularyMatchesCpu) {
 TEST(CudaSampling, FullVocabularyManyRowsMatchesCpu) {
   TIDE_REQUIRE_GPU();
   compare(64, 256000, 3);
+}
+
+// Rows where most tokens are -inf (as given), all but three, or all of them (id 0 on both backends), under
+// every parameter mix; the biases of random_batch come on top.
+TEST(CudaSampling, MinusInfinityLogitsMatchCpu) {
+  TIDE_REQUIRE_GPU();
+  for (const int64_t vocab : {int64_t{1001}, int64_t{256000}}) {
+    const int64_t num_rows = 32;
+    Batch b = random_batch(num_rows, vocab, 5);
+    std::mt19937 rng(6);
+    for (int64_t r = 0; r < num_rows; ++r) {
+      float* row = b.logits.data() + r * vocab;
+      const int kind = static_cast<int>(r / 8);  // 8 consecutive rows: every parameter mix
+      for (int64_t i = 0; i < vocab; ++i) {
+        if (kind == 1 && rng() % 10 != 0) row[i] = -INFINITY;
+        if (kind == 2 && i % (vocab / 3) != 1) row[i] = -INFINITY;
+        if (kind == 3) row[i] = -INFINITY;
+      }
+    }
+    compare(b, num_rows, vocab);
+    CpuBackend cpu;
+    Tensor l = cpu.upload(b.logits.data(), DType::kF32, Shape{num_rows, vocab});
+    Tensor ids = cpu.alloc(DType::kI32, Shape{num_rows});
+    cpu.sample(ids, l, b.view());
+    for (int64_t r = 24; r < 32; ++r) EXPECT_EQ(ids.as<int32_t>()[r], 0) << "row " << r;
+  }
 }
 
 TEST(CudaSampling, NoHistoryAndEmptyBatch) {

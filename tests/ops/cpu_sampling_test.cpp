@@ -254,6 +254,139 @@ TEST(CpuSampling, SameSeedAndCounterSameTokenWhateverTheBatch) {
   EXPECT_GT(std::set<int32_t>(a.begin(), a.end()).size(), 20u);  // draws advance with the counter
 }
 
+// --- logit bias ---
+
+TEST(CpuSampling, BiasChangesTheGreedyChoice) {
+  CpuBackend cpu;
+  const std::vector<float> l = {1.0f, 3.0f, 2.0f};
+  EXPECT_EQ(sample_one(cpu, l, SamplingRow{}), 1);
+  EXPECT_EQ(sample_one(cpu, l, SamplingRow{}, {{2, 0, 0, 1.5f}}), 2);   // 3.5 > 3
+  EXPECT_EQ(sample_one(cpu, l, SamplingRow{}, {{2, 0, 0, 1.0f}}), 1);   // 3 ties 3: the lower id
+  EXPECT_EQ(sample_one(cpu, l, SamplingRow{}, {{1, 0, 0, -1.5f}}), 2);  // 1.5 < 2
+  EXPECT_EQ(sample_one(cpu, l, SamplingRow{}, {{1, 0, 0, -INFINITY}}), 2);
+  EXPECT_EQ(sample_one(cpu, l, SamplingRow{}, {{1, 0, 0, -INFINITY}, {2, 0, 0, -INFINITY}}), 0);
+  // -inf logits as given lose to any finite one.
+  EXPECT_EQ(sample_one(cpu, {-INFINITY, -1e30f, -INFINITY}, SamplingRow{}), 1);
+}
+
+TEST(CpuSampling, BannedTokenIsNeverDrawnWhateverTheFilters) {
+  const std::vector<float> l = logits_of({0.5, 0.3, 0.2});
+  const std::vector<HistoryToken> ban = {{0, 0, 0, -INFINITY}};
+  SamplingRow r = sampled();
+  EXPECT_EQ(drawn(histogram(l, r, 500)), (std::set<int32_t>{0, 1, 2}));
+  EXPECT_EQ(drawn(histogram(l, r, 500, ban)), (std::set<int32_t>{1, 2}));
+  r.top_k = 1;  // the largest left is token 1
+  EXPECT_EQ(drawn(histogram(l, r, 300, ban)), (std::set<int32_t>{1}));
+  r.top_k = 2;
+  EXPECT_EQ(drawn(histogram(l, r, 500, ban)), (std::set<int32_t>{1, 2}));
+  r.top_k = 0;
+  r.top_p = 0.5f;  // 0.6 and 0.4 of what is left: the first reaches half
+  EXPECT_EQ(drawn(histogram(l, r, 300, ban)), (std::set<int32_t>{1}));
+  r.top_p = 1.0f;
+  r.min_p = 0.5f;  // relative 1 and 2/3
+  EXPECT_EQ(drawn(histogram(l, r, 500, ban)), (std::set<int32_t>{1, 2}));
+  r.top_k = 3;
+  r.top_p = 0.9f;
+  r.min_p = 0.7f;
+  EXPECT_EQ(drawn(histogram(l, r, 300, ban)), (std::set<int32_t>{1}));
+  // Banned tokens in the logits as given behave the same; the rest keep their relative frequencies.
+  const int draws = 20000;
+  const auto counts = histogram({-INFINITY, l[1], -INFINITY, l[2]}, sampled(), draws);
+  EXPECT_EQ(drawn(counts), (std::set<int32_t>{1, 3}));
+  expect_frequencies(counts, {0.0, 0.6, 0.0, 0.4}, draws);
+}
+
+TEST(CpuSampling, BiasScalesTheDrawnFrequencies) {
+  // A bias of log(2) on token 0 doubles its weight: 0.2, 0.2, 0.3, 0.4 of 1.1.
+  const std::vector<float> l = logits_of({0.1, 0.2, 0.3, 0.4});
+  const int draws = 20000;
+  const std::vector<HistoryToken> bias = {{0, 0, 0, static_cast<float>(std::log(2.0))}};
+  expect_frequencies(histogram(l, sampled(), draws, bias), {0.2 / 1.1, 0.2 / 1.1, 0.3 / 1.1, 0.4 / 1.1}, draws);
+}
+
+TEST(CpuSampling, RowOfMinusInfinityGivesIdZero) {
+  CpuBackend cpu;
+  const std::vector<float> l(5, -INFINITY);
+  EXPECT_EQ(sample_one(cpu, l, SamplingRow{}), 0);
+  SamplingRow r = sampled();
+  EXPECT_EQ(sample_one(cpu, l, r), 0);
+  r.top_k = 2;
+  r.top_p = 0.5f;
+  r.min_p = 0.1f;
+  EXPECT_EQ(sample_one(cpu, l, r), 0);
+  // Every token banned by the bias, with penalties too: the logits stay -inf, never NaN.
+  const std::vector<float> finite = {1, 2, 3};
+  r.repetition_penalty = 1.5f;
+  r.presence_penalty = 0.5f;
+  r.frequency_penalty = -0.5f;
+  const std::vector<HistoryToken> ban = {{0, 1, 0, -INFINITY}, {1, 0, 2, -INFINITY}, {2, 0, 0, -INFINITY}};
+  Tensor t = cpu.upload(finite.data(), DType::kF32, Shape{1, 3});
+  Tensor ids = cpu.alloc(DType::kI32, Shape{1});
+  const int32_t starts[2] = {0, 3};
+  cpu.sample(ids, t, SamplingBatch{std::span(&r, 1), starts, ban});
+  EXPECT_EQ(ids.as<int32_t>()[0], 0);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(t.as<float>()[i], -INFINITY) << i;
+}
+
+TEST(CpuSampling, BiasIsAddedBeforeThePenalties) {
+  CpuBackend cpu;
+  const std::vector<float> values = {2.0f, 1.0f, 0.5f, 3.0f, -0.0f, 4.0f};
+  Tensor l = cpu.upload(values.data(), DType::kF32, Shape{1, 6});
+  Tensor ids = cpu.alloc(DType::kI32, Shape{1});
+  SamplingRow r;  // greedy
+  r.repetition_penalty = 2.0f;
+  r.presence_penalty = 0.5f;
+  r.frequency_penalty = 0.25f;
+  const std::vector<HistoryToken> history = {
+      {0, 1, 0, -1.0f},  // prompt: (2 - 1) / 2 (the other order would give 2 / 2 - 1 = 0)
+      {1, 0, 1, 2.0f},   // output: (1 + 2) / 2 - (0.25 + 0.5)
+      {2, 0, 0, 0.25f},  // bias only: no penalty
+      {3, 2, 0, 0.0f},   // counts only: 3 / 2
+      {4, 0, 0, 0.0f},   // neither: -0 stays -0 (no add)
+      {5, 0, 0, -INFINITY},
+  };
+  const int32_t starts[2] = {0, 6};
+  cpu.sample(ids, l, SamplingBatch{std::span(&r, 1), starts, history});
+  const float* got = l.as<float>();
+  EXPECT_EQ(got[0], 0.5f);
+  EXPECT_EQ(got[1], 0.75f);
+  EXPECT_EQ(got[2], 0.75f);
+  EXPECT_EQ(got[3], 1.5f);
+  EXPECT_EQ(got[4], 0.0f);
+  EXPECT_TRUE(std::signbit(got[4]));
+  EXPECT_EQ(got[5], -INFINITY);
+  EXPECT_EQ(ids.as<int32_t>()[0], 3);  // 4.0 was banned; 1.5 is the largest left
+  // The shared helper is what both backends run.
+  EXPECT_EQ(sampling::adjusted_logit(2.0f, HistoryToken{0, 1, 0, -1.0f}, r), 0.5f);
+}
+
+TEST(CpuSampling, RejectsNanAndPlusInfinityBiasNamingRowAndToken) {
+  CpuBackend cpu;
+  Tensor l = cpu.alloc(DType::kF32, Shape{2, 4});
+  Tensor ids = cpu.alloc(DType::kI32, Shape{2});
+  const std::vector<SamplingRow> rows(2);
+  auto message = [&](float bias) {
+    const std::vector<HistoryToken> h = {{1, 0, 0, 1.0f}, {0, 1, 0, 0.0f}, {2, 0, 1, bias}};
+    const std::vector<int32_t> starts = {0, 1, 3};
+    try {
+      cpu.sample(ids, l, SamplingBatch{rows, starts, h});
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  for (float bad : {NAN, INFINITY}) {
+    const std::string m = message(bad);
+    EXPECT_NE(m.find("bias"), std::string::npos) << m;
+    EXPECT_NE(m.find("row 1"), std::string::npos) << m;
+    EXPECT_NE(m.find("token 2"), std::string::npos) << m;
+  }
+  EXPECT_EQ(message(-INFINITY), "no error");
+  EXPECT_EQ(message(-100.0f), "no error");
+  EXPECT_EQ(message(100.0f), "no error");
+  EXPECT_EQ(message(-3e38f), "no error");
+}
+
 TEST(CpuSampling, RejectsBadBatchesNamingTheField) {
   CpuBackend cpu;
   Tensor l = cpu.alloc(DType::kF32, Shape{1, 4});

@@ -2,6 +2,7 @@
 // filter is a plain loop over the row, thresholds come from sorting, and the arithmetic is
 // sampling_math.h's, shared with the CUDA kernel so that both pick the same ids.
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <vector>
 
@@ -13,21 +14,19 @@ namespace {
 
 using namespace sampling;
 
-// logits: [V] (penalized in place), history: the row's distinct tokens. Returns the chosen id.
+// logits: [V] (biased and penalized in place), history: the row's distinct listed tokens. Returns the chosen id.
 int32_t sample_row(std::span<float> logits, const SamplingRow& p, std::span<const HistoryToken> history) {
   const int64_t vocab = static_cast<int64_t>(logits.size());
-  // 1. Penalties, on the tokens seen.
-  for (const HistoryToken& h : history) {
-    logits[h.id] = penalized(logits[h.id], h.prompt_count, h.output_count, p.repetition_penalty, p.presence_penalty,
-                             p.frequency_penalty);
-  }
+  // 0, 1. Bias, then penalties, on the listed tokens.
+  for (const HistoryToken& h : history) logits[h.id] = adjusted_logit(logits[h.id], h, p);
   std::vector<uint32_t> keys(static_cast<size_t>(vocab));
   for (int64_t i = 0; i < vocab; ++i) keys[i] = order_key(logits[i]);
 
   // 2. Greedy: the largest key, the lowest id among equals.
   const int32_t best = static_cast<int32_t>(std::max_element(keys.begin(), keys.end()) - keys.begin());
-  if (p.temperature == 0) return best;
   const float max_logit = logits[best];
+  // A row of -inf only has no distribution to draw from (and -inf - -inf would be NaN): the argmax, id 0.
+  if (p.temperature == 0 || max_logit == -INFINITY) return best;
   const float inv_temperature = 1.0f / p.temperature;
   auto weight = [&](int64_t i) { return weight_of(relative_prob(logits[i], max_logit, inv_temperature)); };
 

@@ -362,6 +362,21 @@ void CudaBackend::sample(Tensor out_ids, Tensor logits, const SamplingBatch& bat
   cuda::launch_sample(p, stream_);
 }
 
+// out_values: [R, 1 + n] f32, out_ids: [R, n] i32, logits: [R, V] f32, chosen_ids: [R] i32
+void CudaBackend::logprobs(Tensor out_values, Tensor out_ids, const Tensor& logits, const Tensor& chosen_ids, int n) {
+  static_assert(cuda::kLogprobsSlots == kMaxLogprobs);
+  check_logprobs_args(out_values, out_ids, logits, chosen_ids, n);
+  cuda::LogprobsParams p{};
+  p.out_values = out_values.as<float>();
+  p.out_ids = out_ids.as<int32_t>();
+  p.logits = logits.as<float>();
+  p.chosen_ids = chosen_ids.as<int32_t>();
+  p.num_rows = logits.dim(0);
+  p.vocab = logits.dim(1);
+  p.n = n;
+  cuda::launch_logprobs(p, stream_);
+}
+
 void CudaBackend::copy_blocks(KvStorage& device, Tensor& host, std::span<const BlockCopy> copies) {
   const size_t block_bytes = kv_block_bytes(device);
   auto* dev = static_cast<unsigned char*>(device.data.data);

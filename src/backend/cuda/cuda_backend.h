@@ -60,6 +60,8 @@ class CudaBackend final : public Backend {
   // The per-row arrays travel in one asynchronous copy from pinned staging into a device buffer, both kept
   // and grown as needed (a CUDA graph can capture the copy and the kernel once their capacity suffices).
   void sample(Tensor out_ids, Tensor logits, const SamplingBatch& batch) override;
+  // Chosen ids are not checked on the host (they are device data): one outside [0, V) gets a NaN logprob.
+  void logprobs(Tensor out_values, Tensor out_ids, const Tensor& logits, const Tensor& chosen_ids, int n) override;
   void copy_blocks(KvStorage& device, Tensor& host, std::span<const BlockCopy> copies) override;
 
   // CUDA graph of the stream's work (relaxed capture mode: the caching allocator may cudaMalloc meanwhile).

@@ -8,7 +8,12 @@
 
 #include <cstdint>
 
-#include "backend/sampling_math.h"
+// Defined in sampling_math.h; only declared here, so that the attention kernels do not rebuild whenever the
+// sampling arithmetic changes.
+namespace tide {
+struct SamplingRow;
+struct HistoryToken;
+}  // namespace tide
 
 namespace tide::cuda {
 
@@ -91,5 +96,18 @@ struct SampleParams {
   int64_t num_rows, vocab;
 };
 void launch_sample(const SampleParams& p, cudaStream_t stream);
+
+// The logprobs op (logprobs.cu): one CTA per row. The list each thread keeps holds kLogprobsSlots tokens:
+// n <= kLogprobsSlots (== kMaxLogprobs of backend.h, checked in cuda_backend.cpp).
+inline constexpr int kLogprobsSlots = 20;
+struct LogprobsParams {
+  float* out_values;           // [R, 1 + n]: the chosen id's logprob (NaN when it is outside [0, V)), then the top n
+  int32_t* out_ids;            // [R, n]
+  const float* logits;         // [R, V], not modified
+  const int32_t* chosen_ids;   // [R]
+  int64_t num_rows, vocab;
+  int n;                       // 0 .. kLogprobsSlots
+};
+void launch_logprobs(const LogprobsParams& p, cudaStream_t stream);
 
 }  // namespace tide::cuda

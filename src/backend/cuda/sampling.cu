@@ -1,5 +1,5 @@
 // The sample op on the GPU (backend.h gives the semantics; CpuBackend::sample is the reference). One CTA of
-// 512 threads per row: penalties on the row's few history tokens, then the argmax (greedy rows stop
+// 512 threads per row: bias and penalties on the row's few listed tokens, then the argmax (greedy rows stop
 // there), then thresholds by radix selection over the ordered bits of the logits (three histogram passes
 // of 11, 11 and 10 bits: counts for top-k, fixed-point probability mass for top-p, no sort), then the total
 // kept weight and an inverse-CDF draw by a block-wide prefix scan in vocabulary order that stops at the
@@ -10,6 +10,8 @@
 #include <cub/block/block_scan.cuh>
 
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/row_loop.cuh"
+#include "backend/sampling_math.h"
 
 namespace tide::cuda {
 namespace {
@@ -45,36 +47,6 @@ struct Shared {
   int32_t found;
 };
 
-// Calls f(i, logit) for every element of the row, each thread a strided share; float4 loads when rows
-// are 16-byte aligned (V a multiple of 4), kUnroll of them in flight per thread (one SM streams the row).
-template <typename F>
-__device__ __forceinline__ void for_each_logit(const float* row, int64_t vocab, F&& f) {
-  constexpr int kUnroll = 4;
-  if ((vocab & 3) == 0) {
-    const float4* row4 = reinterpret_cast<const float4*>(row);
-    const int64_t n4 = vocab / 4;
-    for (int64_t j = threadIdx.x; j < n4; j += kUnroll * kThreads) {
-      float4 v[kUnroll];
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        if (j + u * kThreads < n4) v[u] = row4[j + u * kThreads];
-      }
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        const int64_t i = 4 * (j + u * kThreads);
-        if (j + u * kThreads < n4) {
-          f(i, v[u].x);
-          f(i + 1, v[u].y);
-          f(i + 2, v[u].z);
-          f(i + 3, v[u].w);
-        }
-      }
-    }
-  } else {
-    for (int64_t i = threadIdx.x; i < vocab; i += kThreads) f(i, row[i]);
-  }
-}
-
 // The four logits [base, base + 4) of the row; -inf past the end (weight 0, never kept by the draw).
 __device__ __forceinline__ void load4(const float* row, int64_t vocab, int64_t base, float* v) {
   if ((vocab & 3) == 0 && base + 4 <= vocab) {
@@ -88,7 +60,7 @@ __device__ __forceinline__ void load4(const float* row, int64_t vocab, int64_t b
 // (key << 32) | ~id of the largest key, lowest id among equals.
 __device__ uint64_t block_argmax(const float* row, int64_t vocab, Shared& sh) {
   uint64_t best = 0;
-  for_each_logit(row, vocab, [&](int64_t i, float x) {
+  for_each_logit<kThreads>(row, vocab, [&](int64_t i, float x) {
     const uint64_t packed = (uint64_t{order_key(x)} << 32) | (0xFFFFFFFFu - static_cast<uint32_t>(i));
     best = packed > best ? packed : best;
   });
@@ -145,7 +117,7 @@ __device__ uint32_t radix_select(const float* row, int64_t vocab, uint32_t min_k
     __syncthreads();
     const int shift = kShift[level];
     const uint32_t digit_mask = kDigitMask[level];
-    for_each_logit(row, vocab, [&](int64_t, float x) {
+    for_each_logit<kThreads>(row, vocab, [&](int64_t, float x) {
       const uint32_t key = order_key(x);
       if (key < min_key || (key & prefix_mask) != prefix) return;
       const uint32_t digit = (key >> shift) & digit_mask;
@@ -170,12 +142,11 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const __grid_constant_
   float* row = p.logits + r * vocab;
   const SamplingRow s = p.rows[r];
 
-  // 1. Penalties: ids are distinct within a row, so each thread owns the tokens it updates.
+  // 0, 1. Bias, then penalties: ids are distinct within a row, so each thread owns the tokens it updates.
   if (p.history_starts != nullptr) {
     for (int32_t h = p.history_starts[r] + static_cast<int32_t>(threadIdx.x); h < p.history_starts[r + 1]; h += kThreads) {
       const HistoryToken t = p.history[h];
-      row[t.id] = penalized(row[t.id], t.prompt_count, t.output_count, s.repetition_penalty, s.presence_penalty,
-                            s.frequency_penalty);
+      row[t.id] = adjusted_logit(row[t.id], t, s);
     }
     __syncthreads();
   }
@@ -183,11 +154,12 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const __grid_constant_
   // 2. Greedy.
   const uint64_t best = block_argmax(row, vocab, sh);
   const int32_t best_id = static_cast<int32_t>(0xFFFFFFFFu - static_cast<uint32_t>(best));
-  if (s.temperature == 0.0f) {
+  const float max_logit = key_float(static_cast<uint32_t>(best >> 32));
+  // A row of -inf only has no distribution to draw from (and -inf - -inf would be NaN): the argmax, id 0.
+  if (s.temperature == 0.0f || max_logit == -INFINITY) {
     if (threadIdx.x == 0) p.out_ids[r] = best_id;
     return;
   }
-  const float max_logit = key_float(static_cast<uint32_t>(best >> 32));
   const float inv_temperature = 1.0f / s.temperature;
 
   // 3, 4. Top-k, then top-p over what top-k keeps.
@@ -207,7 +179,7 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const __grid_constant_
     return weight_of(prob);
   };
   uint64_t partial = 0;
-  for_each_logit(row, vocab, [&](int64_t, float x) { partial += kept_weight(x); });
+  for_each_logit<kThreads>(row, vocab, [&](int64_t, float x) { partial += kept_weight(x); });
   const uint64_t sum = BlockReduce(sh.cub.reduce).Sum(partial);
   if (threadIdx.x == 0) {
     sh.value = sum;
