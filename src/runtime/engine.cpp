@@ -23,7 +23,7 @@ namespace {
 // of full-context sequences.
 std::vector<int32_t> split_budget(const Cohere2Model& model, const EngineOptions& options, int64_t budget) {
   const ModelConfig& c = model.config();
-  const int64_t context = c.max_position_embeddings;
+  const int64_t context = options.max_model_len > 0 ? options.max_model_len : c.max_position_embeddings;
   const size_t num_groups = c.groups.size();
   std::vector<double> need(num_groups), reserved(num_groups, 0.0);
   double total_need = 0, total_reserved = 0;
@@ -80,6 +80,12 @@ class ScopedSequence {
 }  // namespace
 
 EngineOptions resolve_kv_budget(EngineOptions options, const Cohere2Model& model) {
+  const int64_t model_max = model.config().max_position_embeddings;
+  if (options.max_model_len < 0 || options.max_model_len > model_max) {
+    fail("--max-model-len must be in [1, {}] (the model's maximum length; 0: that), got {}", model_max,
+         options.max_model_len);
+  }
+  if (options.max_model_len == 0) options.max_model_len = model_max;
   if (options.kv_cache_memory != 0) return options;
   if (!(options.gpu_memory_utilization > 0 && options.gpu_memory_utilization <= 1)) {
     fail("--gpu-memory-utilization must be in (0, 1], got {}", options.gpu_memory_utilization);
@@ -167,9 +173,9 @@ void Engine::check_prompt(std::span<const int32_t> prompt, int64_t max_new_token
     }
   }
   const int64_t total = static_cast<int64_t>(prompt.size()) + max_new_tokens;
-  if (total > config().max_position_embeddings) {
-    fail("prompt ({} tokens) + max tokens ({}) exceeds the model's maximum length {}", prompt.size(),
-         max_new_tokens, config().max_position_embeddings);
+  if (total > max_model_len()) {
+    fail("prompt ({} tokens) + max tokens ({}) exceeds the maximum model length {}", prompt.size(), max_new_tokens,
+         max_model_len());
   }
   if (!kv_manager_.fits(total, options_.max_prefill_chunk)) {
     fail("prompt ({} tokens) + max tokens ({}) does not fit in the KV cache; raise the KV cache memory",
@@ -283,6 +289,11 @@ class Engine::Loop {
     }
   }
 
+  // Under the step lock.
+  size_t num_running() const { return scheduler_->num_running(); }
+  size_t num_waiting() const { return scheduler_->num_waiting(); }
+  int64_t num_preemptions() const { return past_preemptions_ + scheduler_->num_preemptions(); }
+
  private:
   // A request as submitted; shared by its samples.
   struct Live {
@@ -317,10 +328,11 @@ class Engine::Loop {
   };
 
   void reset_scheduler() {
+    if (scheduler_) past_preemptions_ += scheduler_->num_preemptions();
     const EngineOptions& o = engine_.options_;
     scheduler_ = std::make_unique<Scheduler>(
         engine_.kv_manager_, SchedulerOptions{o.max_num_batched_tokens, o.max_num_seqs, o.max_prefill_chunk,
-                                              engine_.config().max_position_embeddings});
+                                              engine_.max_model_len()});
   }
 
   void start(Submission&& submission, Outbox& out) {
@@ -383,6 +395,14 @@ class Engine::Loop {
     for (std::unique_ptr<Request>& r : scheduler_->take_finished()) done.push_back(std::move(r));
     std::unordered_map<RequestId, const Request*> done_by_id;
     for (const std::unique_ptr<Request>& r : done) done_by_id.emplace(r->id, r.get());
+    EngineStats& stats = engine_.stats_;
+    stats.num_steps += step.empty() ? 0 : 1;
+    stats.generation_tokens += static_cast<int64_t>(step.sample_ids.size());
+    for (const ScheduledSequence& seq : step.seqs) {
+      const Request* r = scheduler_->find(seq.request_id);
+      if (!r) r = done_by_id.at(seq.request_id);
+      stats.prompt_tokens += std::max<int64_t>(0, std::min(seq.start_pos + seq.num_tokens, r->num_prompt_tokens()) - seq.start_pos);
+    }
     for (size_t row = 0; row < step.sample_ids.size(); ++row) {
       const RequestId id = step.sample_ids[row];
       const Request* r = scheduler_->find(id);
@@ -496,6 +516,7 @@ class Engine::Loop {
 
   // The final deltas of finished requests (text held back, finish reason, statistics); forgets them.
   void finish(std::vector<std::unique_ptr<Request>> done, Outbox& out) {
+    engine_.stats_.num_requests_finished += static_cast<int64_t>(done.size());
     for (const std::unique_ptr<Request>& r : done) {
       const auto it = samples_.find(r->id);
       TIDE_CHECK(it != samples_.end());
@@ -520,6 +541,7 @@ class Engine::Loop {
   }
 
   void fail_all(const std::string& error, Outbox& out) {
+    engine_.stats_.num_requests_finished += static_cast<int64_t>(samples_.size());
     for (auto& [id, s] : samples_) {
       SampleDelta& d = out.of(id, s);
       d.finish_reason = FinishReason::kError;
@@ -535,6 +557,7 @@ class Engine::Loop {
   std::unordered_map<RequestId, Sample> samples_;
   std::unordered_map<uint64_t, std::vector<RequestId>> by_handle_;  // live samples of each handle
   int64_t idle_steps_ = 0;
+  int64_t past_preemptions_ = 0;  // of schedulers replaced after a failed step
   // Reused across steps.
   std::vector<SamplingRow> rows_;
   std::vector<int32_t> token_starts_;
@@ -696,6 +719,15 @@ void Engine::run_block_copies() {
     const std::vector<BlockCopy> copies = kv_manager_.take_copies(p);
     if (!copies.empty()) backend_->copy_blocks(kv_storage_[static_cast<size_t>(p)], host_kv_storage_[static_cast<size_t>(p)], copies);
   }
+}
+
+EngineStats Engine::stats() const {
+  std::lock_guard lock(step_mutex_);
+  EngineStats s = stats_;
+  s.num_running = static_cast<int64_t>(loop_->num_running());
+  s.num_waiting = static_cast<int64_t>(loop_->num_waiting());
+  s.num_preemptions = loop_->num_preemptions();
+  return s;
 }
 
 std::vector<KvPoolReport> Engine::kv_report() const {

@@ -37,6 +37,18 @@ struct EngineOptions {
   int64_t max_num_batched_tokens = 2048;         // tokens of one step, all sequences together (generate_batch)
   int64_t max_num_seqs = 256;                    // requests running at once (generate_batch)
   bool enforce_eager = false;                    // never replay recorded graphs of decode steps
+  int64_t max_model_len = 0;                     // longest prompt + max_tokens; 0: the model's maximum
+};
+
+// What the engine has done since it started, and what it holds now (for metrics and logs).
+struct EngineStats {
+  int64_t num_running = 0;          // samples being computed (holding KV blocks)
+  int64_t num_waiting = 0;          // samples waiting to be admitted (new or preempted)
+  int64_t num_preemptions = 0;      // total
+  int64_t num_steps = 0;            // forward steps run
+  int64_t prompt_tokens = 0;        // prompt tokens computed (a reused prefix is not computed; recomputes are)
+  int64_t generation_tokens = 0;    // tokens sampled
+  int64_t num_requests_finished = 0;
 };
 
 // One request of Engine::generate_batch.
@@ -56,7 +68,8 @@ struct KvPoolReport {
   PoolStats stats;
 };
 
-// `options` with an automatic KV budget (kv_cache_memory 0) replaced by bytes for `model`'s backend.
+// `options` with an automatic KV budget (kv_cache_memory 0) replaced by bytes for `model`'s backend, and
+// max_model_len 0 by the model's maximum length. Throws tide::Error when max_model_len is beyond it.
 EngineOptions resolve_kv_budget(EngineOptions options, const Cohere2Model& model);
 // The KV pools (one per layer group) that `options`' byte budgets buy for `model`. Throws tide::Error when
 // a budget is invalid or leaves a pool without a block.
@@ -80,6 +93,10 @@ class Engine {
   const KvCacheManager& kv_cache() const { return kv_manager_; }
   // Pool statistics, consistent (taken between steps); callable any time.
   std::vector<KvPoolReport> kv_report() const;
+  // Counters and queue sizes, consistent (taken between steps); callable any time.
+  EngineStats stats() const;
+  // The longest prompt + max_tokens a request may ask for (--max-model-len, at most the model's maximum).
+  int64_t max_model_len() const { return options_.max_model_len; }
   // Token ids that end generation: generation_config.json's, config.json's and the tokenizer's EOS.
   const std::vector<int32_t>& stop_token_ids() const { return stop_ids_; }
 
@@ -137,7 +154,9 @@ class Engine {
   std::vector<Tensor> host_kv_storage_;  // per pool: [host blocks, block bytes], host memory
   std::vector<int32_t> stop_ids_;
 
-  // Held by the loop for each step and by prompt_logits / kv_report: one user of the model and cache at once.
+  EngineStats stats_;  // the loop's counters, under step_mutex_
+  // Held by the loop for each step and by prompt_logits / kv_report / stats: one user of the model and cache
+  // at once.
   mutable std::mutex step_mutex_;
   std::shared_ptr<Inbox> inbox_;  // submissions and cancels for the loop; handles keep it alive
   std::unique_ptr<Loop> loop_;    // state of the loop thread (the scheduler, live samples)

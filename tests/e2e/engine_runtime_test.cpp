@@ -313,6 +313,30 @@ TEST(EngineRuntime, RequestsThatCanNeverFitAreRefusedAtSubmit) {
   EXPECT_TRUE(r[0].ids.empty());
 }
 
+TEST(EngineRuntime, StatsCountTokensAndMaxModelLenCapsRequests) {
+  EngineOptions options;
+  options.kv_cache_memory = int64_t{16} << 20;
+  options.max_model_len = 100;
+  Engine engine(fixture("cohere2-tiny"), std::make_unique<CpuBackend>(), options);
+  EXPECT_EQ(engine.max_model_len(), 100);
+  EXPECT_THROW(engine.submit(std::vector<int32_t>(90, 7), greedy(11)), Error);
+  const GoldenCase g = golden_generate()[0];
+  const GenerateResult r = engine.generate(g.prompt, greedy(5));
+  GenerateOptions two = greedy(3);
+  two.n = 2;
+  engine.generate(g.prompt, two);  // the prompt again: cached blocks, then the second sample's tail
+  const EngineStats s = engine.stats();
+  EXPECT_EQ(s.generation_tokens, 5 + 3 + 3);
+  EXPECT_EQ(s.num_requests_finished, 3);
+  EXPECT_EQ(s.num_running, 0);
+  EXPECT_EQ(s.num_waiting, 0);
+  EXPECT_GE(s.prompt_tokens, static_cast<int64_t>(g.prompt.size()) + 1);
+  EXPECT_LT(s.prompt_tokens, 2 * static_cast<int64_t>(g.prompt.size()));  // reused blocks are not computed
+  EXPECT_GT(s.num_steps, 5);
+  options.max_model_len = engine.config().max_position_embeddings + 1;
+  EXPECT_THROW(Engine(fixture("cohere2-tiny"), std::make_unique<CpuBackend>(), options), Error);
+}
+
 // A few hundred random requests (lengths, sampling parameters, stop strings, n, logprobs) submitted from two
 // threads, a third cancelling random ones at random moments, pools small enough to preempt: every request ends
 // with a valid finish reason, greedy ones that were not cancelled have their solo ids, no block leaks, and the
