@@ -1,6 +1,7 @@
 // tide generate: complete prompts (text, ids, or a file of them run one after another in one engine, or all
 // at once with --concurrent: continuous batching), printing the text as it is produced, or one JSON object
 // per prompt with --json.
+#include <algorithm>
 #include <iostream>
 #include <memory>
 
@@ -168,6 +169,10 @@ void run_generate(const GenerateArgs& args, const CLI::App& cmd) {
         if (results[i].finish_reason == "error") std::cerr << "error: " << results[i].error << std::endl;
       }
     }
+    const auto failed = std::count_if(results.begin(), results.end(), [](const GenerateResult& r) {
+      return std::any_of(r.samples.begin(), r.samples.end(), [](const SampleResult& s) { return s.finish_reason == "error"; });
+    });
+    if (failed > 0) fail("{} of {} requests ended with an error", failed, results.size());
     return;
   }
 

@@ -155,6 +155,9 @@ class Backend {
   virtual void silu_mul(Tensor out, const Tensor& gate_up) = 0;
   // out = a + b, elementwise, same shapes; out may alias a or b.
   virtual void add(Tensor out, const Tensor& a, const Tensor& b) = 0;
+  // out = x, byte for byte (same dtype and shape, any dtype; no aliasing): e.g. the model's logits kept for
+  // the logprobs op before sample() penalizes them in place.
+  virtual void copy(Tensor out, const Tensor& x) = 0;
 
   // --- sampling ---
 

@@ -487,10 +487,8 @@ class Engine::Loop {
     // The sample op penalizes the logits in place: logprobs read a copy of the model's.
     Tensor raw;
     if (top_n >= 0) {
-      std::vector<int32_t> all(static_cast<size_t>(num_rows));
-      for (int32_t i = 0; i < num_rows; ++i) all[static_cast<size_t>(i)] = i;
-      raw = backend.alloc(DType::kF32, logits.shape);
-      backend.gather_rows(raw, logits, backend.upload(all.data(), DType::kI32, Shape{num_rows}));
+      raw = backend.alloc(logits.dtype, logits.shape);
+      backend.copy(raw, logits);
     }
     Tensor ids = backend.alloc(DType::kI32, Shape{num_rows});
     backend.sample(ids, logits, batch);

@@ -1,8 +1,10 @@
 // Every CUDA op against the CPU reference op on fresh random inputs (bf16-representable, so both start from
 // the same numbers). Tolerances: one bf16 rounding of the output (2^-9 relative) for data movement and
 // elementwise ops; a few roundings for reductions and matmuls (f32 accumulation in both).
+#include <cstring>
 #include <numeric>
 
+#include "core/error.h"
 #include "gpu_test_util.h"
 
 namespace tide {
@@ -144,6 +146,25 @@ TEST_F(CudaOps, SiluMulAndAdd) {
   cpu_.add(sc, a.cpu, b.cpu);
   gpu_->add(a.gpu, a.gpu, b.gpu);  // in place
   EXPECT_LT(test::rel_err(test::to_f32(*gpu_, a.gpu), test::to_f32(cpu_, sc)), test::kBf16Rounding);
+}
+
+TEST_F(CudaOps, CopyIsByteForByteForEveryDtype) {
+  std::vector<float> values = test::random_bf16_values(3 * 1001, 10);
+  values[5] = -0.0f;
+  const Tensor f32 = gpu_->upload(values.data(), DType::kF32, Shape{3, 1001});
+  Tensor f32_copy = gpu_->alloc(DType::kF32, Shape{3, 1001});
+  gpu_->copy(f32_copy, f32);
+  std::vector<float> back(values.size());
+  gpu_->download(f32_copy, back.data());
+  EXPECT_EQ(std::memcmp(back.data(), values.data(), values.size() * sizeof(float)), 0);
+  const std::vector<int32_t> ids = {7, -1, 1 << 30};
+  const Tensor i32 = gpu_->upload(ids.data(), DType::kI32, Shape{3});
+  Tensor i32_copy = gpu_->alloc(DType::kI32, Shape{3});
+  gpu_->copy(i32_copy, i32);
+  std::vector<int32_t> ids_back(3);
+  gpu_->download(i32_copy, ids_back.data());
+  EXPECT_EQ(ids_back, ids);
+  EXPECT_THROW(gpu_->copy(gpu_->alloc(DType::kBF16, Shape{3, 1001}), f32), Error);
 }
 
 TEST_F(CudaOps, CopyBlocksRoundTripsThroughPinnedHostMemory) {

@@ -42,6 +42,16 @@ status=0
 "$tests" --gtest_color=no ${GTEST_ARGS:-} >"$out/gpu_tests.log" 2>&1 || status=1
 "$tide" generate --device cuda --model tests/fixtures/cohere2-tiny --prompt "def fibonacci(n):" \
   --max-tokens 24 --json >"$out/generate.log" 2>&1 || status=1
+# Continuous batching on the GPU: prompts of different lengths at once, stop strings, two samples, logprobs.
+prompts="$out/prompts.jsonl"
+{
+  echo '{"prompt": "def fibonacci(n):", "max_tokens": 20}'
+  echo '{"prompt": "Hello", "max_tokens": 8}'
+  echo '{"prompt_ids": [5, 100, 200, 300, 400, 500, 600, 700, 800, 900, 17, 18, 19], "max_tokens": 30}'
+  echo '{"prompt": "The quick brown fox jumps over the lazy dog. The quick brown fox", "max_tokens": 12}'
+} >"$prompts"
+"$tide" generate --device cuda --model tests/fixtures/cohere2-tiny --prompts-file "$prompts" --concurrent \
+  --n 2 --temperature 0.8 --seed 3 --logprobs 2 --stop "e t" --json >"$out/generate_concurrent.log" 2>&1 || status=1
 if [[ $bench -eq 1 ]]; then
   "$tide_bench" "${bench_args[@]}" --out "$out/bench.json" >"$out/bench.log" 2>"$out/bench.err" ||
     { tail -5 "$out/bench.err"; echo "check.sh: tide_bench failed (log: $out/bench.err)"; }
@@ -49,6 +59,11 @@ fi
 
 echo "--- generate"
 tail -c 600 "$out/generate.log"
+echo
+echo "--- generate --concurrent (finish reasons, samples)"
+grep -o '"finish_reason":"[a-z]*"' "$out/generate_concurrent.log" | sort | uniq -c
+grep -c '"samples"' "$out/generate_concurrent.log"
+tail -c 300 "$out/generate_concurrent.log"
 echo
 if [[ $bench -eq 1 ]]; then
   echo "--- benchmark (table rows; JSON in $out/bench.json)"

@@ -140,6 +140,11 @@ void CpuBackend::silu_mul(Tensor out, const Tensor& gate_up) {
   }
 }
 
+void CpuBackend::copy(Tensor out, const Tensor& x) {
+  if (out.dtype != x.dtype || out.shape != x.shape) fail("cpu backend: copy between different dtypes or shapes");
+  std::memcpy(out.data, x.data, x.nbytes());
+}
+
 void CpuBackend::add(Tensor out, const Tensor& a, const Tensor& b) {
   check_f32(a, "add input");
   TIDE_CHECK(a.shape == b.shape && out.shape == a.shape);

@@ -30,6 +30,7 @@ class CpuBackend final : public Backend {
                  const AttentionShape& shape, int64_t window) override;
   void silu_mul(Tensor out, const Tensor& gate_up) override;
   void add(Tensor out, const Tensor& a, const Tensor& b) override;
+  void copy(Tensor out, const Tensor& x) override;
   void sample(Tensor out_ids, Tensor logits, const SamplingBatch& batch) override;
   void logprobs(Tensor out_values, Tensor out_ids, const Tensor& logits, const Tensor& chosen_ids, int n) override;
   void copy_blocks(KvStorage& device, Tensor& host, std::span<const BlockCopy> copies) override;

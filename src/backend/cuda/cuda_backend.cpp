@@ -311,6 +311,11 @@ void CudaBackend::silu_mul(Tensor out, const Tensor& gate_up) {
   cuda::launch_silu_mul(bf(out, "silu_mul output"), bf(gate_up, "gate_up"), out.dim(0), out.dim(1), stream_);
 }
 
+void CudaBackend::copy(Tensor out, const Tensor& x) {
+  if (out.dtype != x.dtype || out.shape != x.shape) fail("cuda backend: copy between different dtypes or shapes");
+  if (x.nbytes() > 0) TIDE_CUDA_CHECK(cudaMemcpyAsync(out.data, x.data, x.nbytes(), cudaMemcpyDeviceToDevice, stream_));
+}
+
 void CudaBackend::add(Tensor out, const Tensor& a, const Tensor& b) {
   TIDE_CHECK(a.shape == b.shape && out.shape == a.shape);
   cuda::launch_add(bf(out, "add output"), bf(a, "add input"), bf(b, "add input"), out.numel(), stream_);

@@ -57,6 +57,7 @@ class CudaBackend final : public Backend {
                  const AttentionShape& shape, int64_t window) override;
   void silu_mul(Tensor out, const Tensor& gate_up) override;
   void add(Tensor out, const Tensor& a, const Tensor& b) override;
+  void copy(Tensor out, const Tensor& x) override;
   // The per-row arrays travel in one asynchronous copy from pinned staging into a device buffer, both kept
   // and grown as needed (a CUDA graph can capture the copy and the kernel once their capacity suffices).
   void sample(Tensor out_ids, Tensor logits, const SamplingBatch& batch) override;
