@@ -174,7 +174,7 @@ void Engine::check_prompt(std::span<const int32_t> prompt, int64_t max_new_token
   }
   const int64_t total = static_cast<int64_t>(prompt.size()) + max_new_tokens;
   if (total > max_model_len()) {
-    fail("prompt ({} tokens) + max tokens ({}) exceeds the maximum model length {}", prompt.size(), max_new_tokens,
+    fail("prompt ({} tokens) + max tokens ({}) exceeds the maximum length {} (--max-model-len)", prompt.size(), max_new_tokens,
          max_model_len());
   }
   if (!kv_manager_.fits(total, options_.max_prefill_chunk)) {
