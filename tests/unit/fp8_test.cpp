@@ -1,0 +1,101 @@
+// FP8 E4M3 numerics (core/fp8.h): every one of the 256 codes both ways, rounding ties to even, saturation,
+// subnormals, and the error bound of rowwise quantization.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "core/fp8.h"
+
+namespace tide {
+namespace {
+
+using namespace fp8;
+
+// The value of code c from the format's definition, in double.
+double reference_value(uint8_t c) {
+  const int sign = (c & 0x80) ? -1 : 1, e = (c >> 3) & 0xF, m = c & 7;
+  if (e == 15 && m == 7) return std::numeric_limits<double>::quiet_NaN();
+  if (e == 0) return sign * std::ldexp(m / 8.0, -6);
+  return sign * std::ldexp(1.0 + m / 8.0, e - 7);
+}
+
+TEST(Fp8, EveryCodeDecodesToItsValueAndEncodesBack) {
+  int nans = 0;
+  for (int c = 0; c < 256; ++c) {
+    const uint8_t code = static_cast<uint8_t>(c);
+    const double want = reference_value(code);
+    const float got = e4m3_to_float(code);
+    if (std::isnan(want)) {
+      EXPECT_TRUE(std::isnan(got)) << c;
+      EXPECT_EQ(e4m3_from_float(got) & 0x7F, kE4M3NaN) << c;
+      ++nans;
+      continue;
+    }
+    EXPECT_EQ(static_cast<double>(got), want) << c;
+    EXPECT_EQ(std::signbit(got), (c & 0x80) != 0) << c;  // -0 too
+    EXPECT_EQ(e4m3_from_float(got), code) << c;
+  }
+  EXPECT_EQ(nans, 2);
+  EXPECT_EQ(e4m3_to_float(0x7E), 448.0f);
+  EXPECT_EQ(e4m3_to_float(0x01), std::ldexp(1.0f, -9));  // the smallest subnormal
+  EXPECT_EQ(e4m3_to_float(0x08), std::ldexp(1.0f, -6));  // the smallest normal
+}
+
+TEST(Fp8, RoundsToNearestWithTiesToEven) {
+  // Between every two neighbouring finite codes: just below the midpoint, the midpoint, just above.
+  for (int c = 0; c < 0x7E; ++c) {
+    const float lo = e4m3_to_float(static_cast<uint8_t>(c)), hi = e4m3_to_float(static_cast<uint8_t>(c + 1));
+    const float mid = (lo + hi) / 2;  // exact: both have few mantissa bits
+    const uint8_t even = (c % 2 == 0) ? static_cast<uint8_t>(c) : static_cast<uint8_t>(c + 1);
+    EXPECT_EQ(e4m3_from_float(mid), even) << "midpoint after code " << c;
+    EXPECT_EQ(e4m3_from_float(std::nextafter(mid, 0.0f)), c) << c;
+    EXPECT_EQ(e4m3_from_float(std::nextafter(mid, 1000.0f)), c + 1) << c;
+    EXPECT_EQ(e4m3_from_float(-mid), 0x80 | even) << c;
+  }
+  // Below half the smallest subnormal: zero, with the sign kept.
+  EXPECT_EQ(e4m3_from_float(std::ldexp(1.0f, -11)), 0x00);
+  EXPECT_EQ(e4m3_from_float(-std::ldexp(1.0f, -11)), 0x80);
+  EXPECT_EQ(e4m3_from_float(std::ldexp(1.0f, -10)), 0x00);                       // a tie: to 0 (even)
+  EXPECT_EQ(e4m3_from_float(std::nextafter(std::ldexp(1.0f, -10), 1.0f)), 0x01);  // just above: 2^-9
+  EXPECT_EQ(e4m3_from_float(std::numeric_limits<float>::denorm_min()), 0x00);
+}
+
+TEST(Fp8, SaturatesInsteadOfOverflowing) {
+  for (float x : {448.0f, 449.0f, 464.0f, 480.0f, 1e6f, 3.4e38f, std::numeric_limits<float>::infinity()}) {
+    EXPECT_EQ(e4m3_from_float(x), 0x7E) << x;
+    EXPECT_EQ(e4m3_from_float(-x), 0xFE) << x;
+  }
+  EXPECT_EQ(e4m3_from_float(std::nextafter(448.0f, 0.0f)), 0x7E);
+  EXPECT_EQ(e4m3_from_float(416.0f), 0x7D);  // 1.625 x 2^8
+  EXPECT_EQ(e4m3_from_float(std::numeric_limits<float>::quiet_NaN()) & 0x7F, kE4M3NaN);
+}
+
+TEST(Fp8, RowwiseQuantizationErrorIsWithinHalfAStepOfEachValue) {
+  std::mt19937 rng(1);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (float spread : {1e-4f, 1.0f, 300.0f, 1e5f}) {
+    std::vector<float> row(4096);
+    float amax = 0;
+    for (float& v : row) {
+      v = normal(rng) * spread;
+      amax = std::max(amax, std::fabs(v));
+    }
+    const float scale = scale_for_amax(amax);
+    EXPECT_EQ(e4m3_to_float(quantize(amax, scale)), 448.0f);  // the largest value maps to the top code
+    for (float v : row) {
+      const float back = e4m3_to_float(quantize(v, scale)) * scale;
+      const double t = std::fabs(double{v}) / scale;  // |v| in units of the scale
+      // Half a step of e4m3 at that magnitude (3 mantissa bits; 2^-10 absolute in the subnormal range).
+      const double step = t < std::ldexp(1.0, -6) ? std::ldexp(1.0, -9) : std::ldexp(1.0, static_cast<int>(std::floor(std::log2(t))) - 3);
+      EXPECT_LE(std::fabs(double{back} - v), (step / 2) * scale * (1 + 1e-6) + 1e-30) << v << " spread " << spread;
+    }
+  }
+  EXPECT_EQ(scale_for_amax(0.0f), 1.0f);
+  EXPECT_EQ(quantize(0.0f, scale_for_amax(0.0f)), 0x00);
+}
+
+}  // namespace
+}  // namespace tide
