@@ -80,4 +80,6 @@ void check_logprobs_args(const Tensor& out_values, const Tensor& out_ids, const 
   }
 }
 
+void Backend::unsupported(const char* op) const { fail("the {} backend does not implement {} yet", name(), op); }
+
 }  // namespace tide

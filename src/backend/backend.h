@@ -108,6 +108,8 @@ class Backend {
     int64_t total = 0;
   };
   virtual std::optional<MemoryInfo> memory_info() const { return std::nullopt; }
+  // Throws tide::Error: `op` is not implemented by this backend.
+  [[noreturn]] void unsupported(const char* op) const;
   // Makes the calling thread ready to issue this backend's ops (the CUDA backend selects its device, which is
   // per-thread state). Called by a thread other than the constructing one before its first op.
   virtual void bind_thread() {}
@@ -131,6 +133,29 @@ class Backend {
   }
   // out = alpha * x @ w^T.  out: [T, N] (activation dtype or F32), x: [T, K], w: [N, K].
   virtual void matmul(Tensor out, const Tensor& x, const Tensor& w, float alpha) = 0;
+  // --- FP8 E4M3 (core/fp8.h: scale = amax / 448, q = e4m3(x / scale), round to nearest even, saturating) ---
+  // Per-token quantization: scales[t] = scale_for_amax(max_k |x[t][k]|), out8[t][k] = quantize(x[t][k],
+  // scales[t]). x: [T, K] (activation dtype), out8: [T, K] F8E4M3, scales: [T] F32.
+  virtual void quantize_fp8(Tensor out8, Tensor scales, const Tensor& x) {
+    (void)out8, (void)scales, (void)x;
+    unsupported("quantize_fp8");
+  }
+  // layer_norm() rounded to the activation dtype, then quantize_fp8(): the norm that feeds an FP8 matmul, in
+  // one pass where the backend fuses them. `scratch`: [T, H] activation dtype, for backends that do not.
+  virtual void layer_norm_fp8(Tensor out8, Tensor scales, const Tensor& x, const Tensor& weight, float eps,
+                              Tensor scratch) {
+    layer_norm(scratch, x, weight, eps);
+    quantize_fp8(out8, scales, scratch);
+  }
+  // out[t][n] = alpha * x_scales[t] * w_scales[n] * sum_k e4m3(x8[t][k]) * e4m3(w8[n][k]), products exact and
+  // summed in f32. out: [T, N] (activation dtype or F32), x8: [T, K] F8E4M3, x_scales: [T] F32,
+  // w8: [N, K] F8E4M3 (one scale per output row), w_scales: [N] F32.
+  virtual void matmul_fp8(Tensor out, const Tensor& x8, const Tensor& x_scales, const Tensor& w8,
+                          const Tensor& w_scales, float alpha) {
+    (void)out, (void)x8, (void)x_scales, (void)w8, (void)w_scales, (void)alpha;
+    unsupported("matmul_fp8");
+  }
+
   // Interleaved (GPT-J) rotary embedding, in place, on heads [0, num_rope_heads) of each qkv row: the pair
   // (x[2j], x[2j+1]) of a token at position p turns by angle = f32(p) * inv_freq[j], computed in f32.
   // qkv: [T, num_heads_total * D], positions: [T] i32, inv_freq: [D / 2] f32.

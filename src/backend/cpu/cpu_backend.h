@@ -31,6 +31,9 @@ class CpuBackend final : public Backend {
   void silu_mul(Tensor out, const Tensor& gate_up) override;
   void add(Tensor out, const Tensor& a, const Tensor& b) override;
   void copy(Tensor out, const Tensor& x) override;
+  void quantize_fp8(Tensor out8, Tensor scales, const Tensor& x) override;
+  void matmul_fp8(Tensor out, const Tensor& x8, const Tensor& x_scales, const Tensor& w8, const Tensor& w_scales,
+                  float alpha) override;
   void sample(Tensor out_ids, Tensor logits, const SamplingBatch& batch) override;
   void logprobs(Tensor out_values, Tensor out_ids, const Tensor& logits, const Tensor& chosen_ids, int n) override;
   void copy_blocks(KvStorage& device, Tensor& host, std::span<const BlockCopy> copies) override;
