@@ -139,7 +139,9 @@ void check_batch(const std::string& name, const Config& config, size_t num_rando
       EXPECT_GE(static_cast<int64_t>(r.ids.size()), batch[i].options.min_tokens);
     }
     EXPECT_EQ(r.samples.size(), static_cast<size_t>(batch[i].options.n));
-    if (batch[i].options.logprobs >= 0) EXPECT_EQ(r.logprobs.size(), r.ids.size());
+    if (batch[i].options.logprobs >= 0) {
+      EXPECT_EQ(r.logprobs.size(), r.ids.size());
+    }
   }
   expect_no_blocks_in_use(engine);
   if (preemptions) *preemptions = total_preemptions;

@@ -411,9 +411,13 @@ TEST(EngineRuntime, StressWithCancellationsAndPreemption) {
       ASSERT_TRUE(why == "stop" || why == "length" || why == "abort") << why << ": " << s.error;
       aborted += why == "abort";
       stopped += why == "stop";
-      if (why == "length") EXPECT_EQ(static_cast<int64_t>(s.ids.size()), it.options.max_tokens);
+      if (why == "length") {
+        EXPECT_EQ(static_cast<int64_t>(s.ids.size()), it.options.max_tokens);
+      }
       EXPECT_LE(static_cast<int64_t>(s.ids.size()), it.options.max_tokens);
-      if (it.options.logprobs >= 0) EXPECT_EQ(s.logprobs.size(), s.ids.size());
+      if (it.options.logprobs >= 0) {
+        EXPECT_EQ(s.logprobs.size(), s.ids.size());
+      }
       if (it.greedy_reference) {
         const std::vector<int32_t>& want = golden[it.golden].want;
         EXPECT_TRUE(std::equal(s.ids.begin(), s.ids.end(), want.begin())) << "greedy ids changed in the batch";
