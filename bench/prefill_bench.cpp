@@ -107,10 +107,10 @@ void linear_point(const BenchModel& m, CudaBackend& backend, const BenchOptions&
   EventTimer timer(backend.stream());
   auto all_layers = [&] {
     for (const LayerWeights& lw : w.layers) {
-      backend.matmul(qkv, x, lw.qkv, 1.0f);
-      backend.matmul(out, attn, lw.o, 1.0f);
-      backend.matmul(gate_up, x, lw.gate_up, 1.0f);
-      backend.matmul(out, act, lw.down, 1.0f);
+      backend.matmul(qkv, x, lw.qkv.weight, 1.0f);
+      backend.matmul(out, attn, lw.o.weight, 1.0f);
+      backend.matmul(gate_up, x, lw.gate_up.weight, 1.0f);
+      backend.matmul(out, act, lw.down.weight, 1.0f);
     }
   };
   all_layers();  // warm-up: algorithm choice

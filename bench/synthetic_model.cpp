@@ -108,10 +108,10 @@ Cohere2Weights synthetic_weights(const ModelConfig& c, CudaBackend& backend) {
   for (int64_t i = 0; i < c.num_layers; ++i) {
     LayerWeights l;
     l.input_norm = norm();
-    l.qkv = linear(c.qkv_size(), c.hidden_size);
-    l.o = linear(c.hidden_size, c.q_size());
-    l.gate_up = linear(2 * c.intermediate_size, c.hidden_size);
-    l.down = linear(c.hidden_size, c.intermediate_size);
+    l.qkv.weight = linear(c.qkv_size(), c.hidden_size);
+    l.o.weight = linear(c.hidden_size, c.q_size());
+    l.gate_up.weight = linear(2 * c.intermediate_size, c.hidden_size);
+    l.down.weight = linear(c.hidden_size, c.intermediate_size);
     w.layers.push_back(std::move(l));
   }
   TIDE_CUDA_CHECK(cudaStreamSynchronize(stream));

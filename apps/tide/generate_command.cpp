@@ -35,6 +35,7 @@ struct GenerateArgs {
   double gpu_memory_utilization = EngineOptions{}.gpu_memory_utilization;
   bool no_prefix_caching = false;
   bool enforce_eager = false;
+  std::string quantization;
   bool ignore_eos = false;
   std::vector<std::string> stop;
   int64_t min_tokens = 0;
@@ -147,6 +148,7 @@ void run_generate(const GenerateArgs& args, const CLI::App& cmd) {
   options.gpu_memory_utilization = args.gpu_memory_utilization;
   options.enable_prefix_caching = !args.no_prefix_caching;
   options.enforce_eager = args.enforce_eager;
+  options.quantization = args.quantization;
   options.max_num_seqs = args.max_num_seqs;
   options.max_num_batched_tokens = args.max_num_batched_tokens;
   Engine engine(args.model, make_backend(args.device), options);
@@ -242,6 +244,10 @@ void add_generate_command(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::Range(0.01, 1.0));
   cmd->add_flag("--no-prefix-caching", args->no_prefix_caching, "Never reuse KV blocks across prompts");
+  cmd->add_option("--quantization", args->quantization,
+                  "fp8: quantize the linear layers to FP8 E4M3 at load (one scale per weight row, activations per "
+                  "token); FP8 checkpoints are read as FP8 without it")
+      ->check(CLI::IsMember({"fp8"}));
   cmd->add_flag("--enforce-eager", args->enforce_eager,
                 "Run every decode step op by op instead of replaying recorded CUDA graphs");
   cmd->add_option("--device", args->device, "Where to run: cpu, cuda, or auto (cuda when a GPU is present)")->capture_default_str();

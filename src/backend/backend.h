@@ -108,6 +108,8 @@ class Backend {
     int64_t total = 0;
   };
   virtual std::optional<MemoryInfo> memory_info() const { return std::nullopt; }
+  // Whether quantize_fp8 / layer_norm_fp8 / matmul_fp8 are implemented (FP8 models can run).
+  virtual bool supports_fp8() const { return false; }
   // Throws tide::Error: `op` is not implemented by this backend.
   [[noreturn]] void unsupported(const char* op) const;
   // Makes the calling thread ready to issue this backend's ops (the CUDA backend selects its device, which is

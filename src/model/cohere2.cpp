@@ -149,10 +149,10 @@ Cohere2Model::Cohere2Model(ModelConfig config, Cohere2Weights weights, Backend& 
 Cohere2Model::~Cohere2Model() = default;
 Cohere2Model::Cohere2Model(Cohere2Model&&) noexcept = default;
 
-Cohere2Model Cohere2Model::load(const std::filesystem::path& dir, Backend& backend) {
+Cohere2Model Cohere2Model::load(const std::filesystem::path& dir, Backend& backend, const WeightLoadOptions& options) {
   ModelConfig config = ModelConfig::from_dir(dir);
   const Checkpoint checkpoint = Checkpoint::open(dir);
-  Cohere2Weights weights = Cohere2Weights::load(config, checkpoint, backend);
+  Cohere2Weights weights = Cohere2Weights::load(config, checkpoint, backend, options);
   return Cohere2Model(std::move(config), std::move(weights), backend);
 }
 
@@ -243,6 +243,32 @@ void Cohere2Model::run_layers(const StepMetadata& meta, std::vector<KvStorage>& 
   Tensor act = b.alloc(adt, Shape{num_tokens, c.intermediate_size});
   Tensor mlp_out = b.alloc(adt, Shape{num_tokens, c.hidden_size});
 
+  // FP8 linear layers take their input quantized per token: x once for qkv and gate_up (one norm feeds both),
+  // the attention output and the MLP activation each before their projection.
+  const bool fp8 = weights_.has_fp8();
+  const int64_t widest = std::max({c.hidden_size, c.q_size(), c.intermediate_size});
+  Tensor codes = fp8 ? b.alloc(DType::kF8E4M3, Shape{num_tokens, widest}) : Tensor{};
+  Tensor scales = fp8 ? b.alloc(DType::kF32, Shape{num_tokens}) : Tensor{};
+  Tensor x_codes = fp8 ? b.alloc(DType::kF8E4M3, Shape{num_tokens, c.hidden_size}) : Tensor{};
+  Tensor x_scales = fp8 ? b.alloc(DType::kF32, Shape{num_tokens}) : Tensor{};
+  bool x_quantized = false;
+  // out = in @ l^T, through the FP8 matmul when the weight is FP8.
+  auto project = [&](Tensor out, const Tensor& in, const Linear& l, bool input_is_x) {
+    if (!l.fp8()) {
+      b.matmul(out, in, l.weight, 1.0f);
+      return;
+    }
+    if (input_is_x) {
+      if (!x_quantized) b.quantize_fp8(x_codes, x_scales, in);
+      x_quantized = true;
+      b.matmul_fp8(out, x_codes, x_scales, l.weight, l.scale, 1.0f);
+      return;
+    }
+    const Tensor view{codes.storage, codes.data, DType::kF8E4M3, Shape{num_tokens, in.dim(1)}};  // a prefix of codes
+    b.quantize_fp8(view, scales, in);
+    b.matmul_fp8(out, view, scales, l.weight, l.scale, 1.0f);
+  };
+
   b.embedding(h, weights_.embed, meta.token_ids);
   b.layer_norm(x, h, weights_.layers.front().input_norm, eps);  // one norm feeds attention and MLP (parallel block)
   for (size_t i = 0; i < c.layers.size(); ++i) {
@@ -250,8 +276,9 @@ void Cohere2Model::run_layers(const StepMetadata& meta, std::vector<KvStorage>& 
     const LayerWeights& w = weights_.layers[i];
     KvStorage& group_kv = kv[static_cast<size_t>(spec.group_idx)];
     const AttentionBatch& group_batch = meta.groups[static_cast<size_t>(spec.group_idx)];
+    x_quantized = false;  // x is new in every layer
 
-    b.matmul(qkv, x, w.qkv, 1.0f);
+    project(qkv, x, w.qkv, true);
     if (spec.rope) {
       b.rope_store_kv(group_kv, spec.layer_idx_in_group, qkv, group_batch.positions, rope_inv_freq_,
                       group_batch.slot_mapping, shape);
@@ -259,11 +286,11 @@ void Cohere2Model::run_layers(const StepMetadata& meta, std::vector<KvStorage>& 
       b.store_kv(group_kv, spec.layer_idx_in_group, qkv, group_batch.slot_mapping, shape);
     }
     b.attention(attn, qkv, group_kv, spec.layer_idx_in_group, group_batch, shape, spec.window);
-    b.matmul(attn_out, attn, w.o, 1.0f);
+    project(attn_out, attn, w.o, false);
 
-    b.matmul(gate_up, x, w.gate_up, 1.0f);
+    project(gate_up, x, w.gate_up, true);
     b.silu_mul(act, gate_up);
-    b.matmul(mlp_out, act, w.down, 1.0f);
+    project(mlp_out, act, w.down, false);
 
     // h = (h + attn) + mlp, in transformers' order, then the next layer's input norm.
     if (i + 1 < c.layers.size()) {

@@ -21,7 +21,8 @@ class Cohere2Model {
  public:
   Cohere2Model(ModelConfig config, Cohere2Weights weights, Backend& backend);
   // Reads DIR/config.json and the safetensors checkpoint, validates and uploads. Throws tide::Error.
-  static Cohere2Model load(const std::filesystem::path& dir, Backend& backend);
+  // `options`: e.g. quantize the linear layers to FP8 at load.
+  static Cohere2Model load(const std::filesystem::path& dir, Backend& backend, const WeightLoadOptions& options = {});
   ~Cohere2Model();
   Cohere2Model(Cohere2Model&&) noexcept;
 

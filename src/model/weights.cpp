@@ -1,5 +1,7 @@
 #include "model/weights.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -7,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/fp8.h"
 #include "model/checkpoint.h"
 
 namespace tide {
@@ -16,7 +19,7 @@ namespace {
 const TensorInfo& checked(const Checkpoint& ckpt, const std::string& name, std::vector<int64_t> expected) {
   const TensorInfo& t = ckpt.require(name);
   if (t.dtype == DType::kF8E4M3) {
-    fail("{}: tensor '{}' is F8_E4M3: FP8 checkpoints are not supported yet", t.file, name);
+    fail("{}: tensor '{}' is F8_E4M3: tide reads FP8 for the linear layers' weights only", t.file, name);
   }
   if (t.dtype != DType::kBF16 && t.dtype != DType::kF16 && t.dtype != DType::kF32) {
     fail("{}: tensor '{}' has dtype {}, expected BF16, F16 or F32", t.file, name, dtype_name(t.dtype));
@@ -33,10 +36,38 @@ Tensor upload_one(Backend& backend, const TensorInfo& t) {
   return backend.upload_as(t.data, t.dtype, shape, backend.weight_dtype());
 }
 
-// Concatenates the rows of same-dtype [rows_i, cols] tensors and uploads them as one [sum rows_i, cols].
-Tensor upload_fused(Backend& backend, const std::vector<const TensorInfo*>& parts) {
+// A linear weight as the checkpoint holds it: a float tensor, or FP8 codes with their row scales.
+struct LinearInfo {
+  const TensorInfo* weight = nullptr;
+  const TensorInfo* scale = nullptr;  // F8_E4M3 weights only
+};
+
+// Finds linear weight `name` of shape `expected` ([out, in]): a float tensor, or F8_E4M3 with `name`_scale
+// ([out, 1] or [out], a float dtype).
+LinearInfo checked_linear(const Checkpoint& ckpt, const std::string& name, std::vector<int64_t> expected) {
+  const TensorInfo& t = ckpt.require(name);
+  if (t.dtype != DType::kF8E4M3) return LinearInfo{&checked(ckpt, name, expected), nullptr};
+  if (t.shape != expected) {
+    fail("{}: tensor '{}' has shape {}, expected [{}]", t.file, name, t.shape_str(), fmt::join(expected, ", "));
+  }
+  const std::string scale_name = name + "_scale";
+  const TensorInfo* scale = ckpt.find(scale_name);
+  if (!scale) fail("{}: FP8 tensor '{}' has no '{}' (one scale per output row)", t.file, name, scale_name);
+  const bool row_shape = scale->shape == std::vector<int64_t>{expected[0], 1} || scale->shape == std::vector<int64_t>{expected[0]};
+  if (!row_shape) {
+    fail("{}: tensor '{}' has shape {}, expected [{}, 1]: tide reads FP8 weights with one scale per output row",
+         scale->file, scale_name, scale->shape_str(), expected[0]);
+  }
+  if (scale->dtype != DType::kBF16 && scale->dtype != DType::kF16 && scale->dtype != DType::kF32) {
+    fail("{}: tensor '{}' has dtype {}, expected BF16, F16 or F32", scale->file, scale_name, dtype_name(scale->dtype));
+  }
+  return LinearInfo{&t, scale};
+}
+
+// The rows of `parts` ([rows_i, cols], one dtype) concatenated, as one host buffer.
+std::vector<std::byte> concat_rows(const std::vector<const TensorInfo*>& parts, int64_t& rows) {
   const TensorInfo& first = *parts.front();
-  int64_t rows = 0;
+  rows = 0;
   size_t bytes = 0;
   for (const TensorInfo* p : parts) {
     if (p->dtype != first.dtype) {
@@ -52,12 +83,64 @@ Tensor upload_fused(Backend& backend, const std::vector<const TensorInfo*>& part
     std::memcpy(host.data() + offset, p->data, p->nbytes);
     offset += p->nbytes;
   }
-  return backend.upload_as(host.data(), first.dtype, Shape{rows, first.shape[1]}, backend.weight_dtype());
+  return host;
+}
+
+// Uploads the linear layers `parts` as one [sum of rows, cols] Linear (rows concatenated): as they are, FP8
+// with their scales, or quantized to FP8 here when `quantize`.
+Linear upload_linear(Backend& backend, const std::vector<LinearInfo>& parts, bool quantize) {
+  std::vector<const TensorInfo*> weights, scales;
+  for (const LinearInfo& p : parts) {
+    weights.push_back(p.weight);
+    if (p.scale) scales.push_back(p.scale);
+  }
+  if (!scales.empty() && scales.size() != parts.size()) {
+    fail("{}: tensor '{}' is F8_E4M3 but '{}' is not: fused projections need one dtype", parts.front().weight->file,
+         scales.front()->name, weights.back()->name);
+  }
+  int64_t rows = 0;
+  const int64_t cols = weights.front()->shape[1];
+  const std::vector<std::byte> host = concat_rows(weights, rows);
+  const DType dtype = weights.front()->dtype;
+  Linear out;
+  if (!scales.empty()) {  // an FP8 checkpoint: codes as they are, scales to f32
+    std::vector<float> row_scales;
+    for (const TensorInfo* s : scales) {
+      const size_t n = static_cast<size_t>(s->numel());
+      row_scales.resize(row_scales.size() + n);
+      convert_to_f32(s->data, s->dtype, row_scales.data() + row_scales.size() - n, n);
+    }
+    for (float v : row_scales) {
+      if (!(v > 0) || !std::isfinite(v)) fail("{}: FP8 weight scales must be positive and finite, got {}", scales.front()->file, v);
+    }
+    out.weight = backend.upload_as(host.data(), DType::kF8E4M3, Shape{rows, cols}, DType::kF8E4M3);
+    out.scale = backend.upload_as(row_scales.data(), DType::kF32, Shape{rows}, DType::kF32);
+  } else if (quantize) {
+    std::vector<float> row(static_cast<size_t>(cols)), row_scales(static_cast<size_t>(rows));
+    std::vector<uint8_t> codes(static_cast<size_t>(rows * cols));
+    const size_t row_bytes = static_cast<size_t>(cols) * dtype_size(dtype);
+    for (int64_t r = 0; r < rows; ++r) {
+      convert_to_f32(host.data() + static_cast<size_t>(r) * row_bytes, dtype, row.data(), row.size());
+      float amax = 0;
+      for (float v : row) amax = std::max(amax, std::fabs(v));
+      const float scale = fp8::scale_for_amax(amax);
+      row_scales[static_cast<size_t>(r)] = scale;
+      for (int64_t k = 0; k < cols; ++k) {
+        codes[static_cast<size_t>(r * cols + k)] = fp8::quantize(row[static_cast<size_t>(k)], scale);
+      }
+    }
+    out.weight = backend.upload_as(codes.data(), DType::kF8E4M3, Shape{rows, cols}, DType::kF8E4M3);
+    out.scale = backend.upload_as(row_scales.data(), DType::kF32, Shape{rows}, DType::kF32);
+  } else {
+    out.weight = backend.upload_as(host.data(), dtype, Shape{rows, cols}, backend.weight_dtype());
+  }
+  return out;
 }
 
 }  // namespace
 
-Cohere2Weights Cohere2Weights::load(const ModelConfig& c, const Checkpoint& ckpt, Backend& backend) {
+Cohere2Weights Cohere2Weights::load(const ModelConfig& c, const Checkpoint& ckpt, Backend& backend,
+                                    const WeightLoadOptions& options) {
   const int64_t h = c.hidden_size, inter = c.intermediate_size;
   // Validate everything before uploading anything: a bad tensor is reported before minutes of copying.
   const TensorInfo& embed = checked(ckpt, "model.embed_tokens.weight", {c.vocab_size, h});
@@ -65,33 +148,48 @@ Cohere2Weights Cohere2Weights::load(const ModelConfig& c, const Checkpoint& ckpt
   const TensorInfo* lm_head = c.tie_word_embeddings ? nullptr : &checked(ckpt, "lm_head.weight", {c.vocab_size, h});
   struct LayerInfos {
     const TensorInfo* norm;
-    std::vector<const TensorInfo*> qkv, gate_up;
-    const TensorInfo *o, *down;
+    std::vector<LinearInfo> qkv, gate_up;
+    LinearInfo o, down;
   };
   std::vector<LayerInfos> infos;
   for (int64_t i = 0; i < c.num_layers; ++i) {
     const std::string p = fmt::format("model.layers.{}.", i);
     infos.push_back(LayerInfos{
         &checked(ckpt, p + "input_layernorm.weight", {h}),
-        {&checked(ckpt, p + "self_attn.q_proj.weight", {c.q_size(), h}),
-         &checked(ckpt, p + "self_attn.k_proj.weight", {c.kv_size(), h}),
-         &checked(ckpt, p + "self_attn.v_proj.weight", {c.kv_size(), h})},
-        {&checked(ckpt, p + "mlp.gate_proj.weight", {inter, h}), &checked(ckpt, p + "mlp.up_proj.weight", {inter, h})},
-        &checked(ckpt, p + "self_attn.o_proj.weight", {h, c.q_size()}),
-        &checked(ckpt, p + "mlp.down_proj.weight", {h, inter}),
+        {checked_linear(ckpt, p + "self_attn.q_proj.weight", {c.q_size(), h}),
+         checked_linear(ckpt, p + "self_attn.k_proj.weight", {c.kv_size(), h}),
+         checked_linear(ckpt, p + "self_attn.v_proj.weight", {c.kv_size(), h})},
+        {checked_linear(ckpt, p + "mlp.gate_proj.weight", {inter, h}),
+         checked_linear(ckpt, p + "mlp.up_proj.weight", {inter, h})},
+        checked_linear(ckpt, p + "self_attn.o_proj.weight", {h, c.q_size()}),
+        checked_linear(ckpt, p + "mlp.down_proj.weight", {h, inter}),
     });
   }
+
+  bool fp8 = options.quantize_fp8;
+  for (const LayerInfos& li : infos) {
+    for (const LinearInfo* l : {&li.qkv[0], &li.o, &li.gate_up[0], &li.down}) fp8 = fp8 || l->scale != nullptr;
+  }
+  if (fp8 && !backend.supports_fp8()) fail("the {} backend does not run FP8 models yet", backend.name());
 
   Cohere2Weights w;
   w.embed = upload_one(backend, embed);
   w.lm_head = lm_head ? upload_one(backend, *lm_head) : w.embed;
   w.final_norm = upload_one(backend, norm);
+  const bool q = options.quantize_fp8;
   for (const LayerInfos& li : infos) {
-    w.layers.push_back(LayerWeights{upload_one(backend, *li.norm), upload_fused(backend, li.qkv),
-                                    upload_one(backend, *li.o), upload_fused(backend, li.gate_up),
-                                    upload_one(backend, *li.down)});
+    w.layers.push_back(LayerWeights{upload_one(backend, *li.norm), upload_linear(backend, li.qkv, q),
+                                    upload_linear(backend, {li.o}, q), upload_linear(backend, li.gate_up, q),
+                                    upload_linear(backend, {li.down}, q)});
   }
   return w;
+}
+
+bool Cohere2Weights::has_fp8() const {
+  for (const LayerWeights& l : layers) {
+    if (l.qkv.fp8() || l.o.fp8() || l.gate_up.fp8() || l.down.fp8()) return true;
+  }
+  return false;
 }
 
 }  // namespace tide

@@ -11,12 +11,27 @@ namespace tide {
 
 class Checkpoint;
 
+// A linear layer's weight [out, in]: in the backend's weight dtype, or FP8 E4M3 codes with one f32 scale per
+// output row (w ~ weight[r] x scale[r]; core/fp8.h).
+struct Linear {
+  Tensor weight;
+  Tensor scale;  // [out] F32 when weight is F8E4M3; empty otherwise
+
+  bool fp8() const { return weight.dtype == DType::kF8E4M3; }
+};
+
 struct LayerWeights {
   Tensor input_norm;  // [H]
-  Tensor qkv;         // [(Hq + 2 Hkv) * D, H]: q_proj rows, then k_proj, then v_proj
-  Tensor o;           // [H, Hq * D]
-  Tensor gate_up;     // [2 I, H]: gate_proj rows, then up_proj
-  Tensor down;        // [H, I]
+  Linear qkv;         // [(Hq + 2 Hkv) * D, H]: q_proj rows, then k_proj, then v_proj
+  Linear o;           // [H, Hq * D]
+  Linear gate_up;     // [2 I, H]: gate_proj rows, then up_proj
+  Linear down;        // [H, I]
+};
+
+struct WeightLoadOptions {
+  // Quantize the linear layers of a BF16 / F16 / F32 checkpoint to FP8 at load (rowwise, core/fp8.h);
+  // embedding, lm_head and norms stay as they are.
+  bool quantize_fp8 = false;
 };
 
 struct Cohere2Weights {
@@ -25,9 +40,13 @@ struct Cohere2Weights {
   Tensor final_norm;  // [H]
   std::vector<LayerWeights> layers;
 
-  // Checks every tensor's presence, dtype (F32, F16, BF16) and shape against `config` before reading it,
+  // Checks every tensor's presence, dtype (F32, F16, BF16; linear weights also F8_E4M3 with a `weight_scale`
+  // [out, 1] or [out] beside them, as compressed-tensors writes) and shape against `config` before reading it,
   // then uploads. Throws tide::Error naming the tensor and its file.
-  static Cohere2Weights load(const ModelConfig& config, const Checkpoint& checkpoint, Backend& backend);
+  static Cohere2Weights load(const ModelConfig& config, const Checkpoint& checkpoint, Backend& backend,
+                             const WeightLoadOptions& options = {});
+  // Whether any linear layer is FP8.
+  bool has_fp8() const;
 };
 
 }  // namespace tide

@@ -63,6 +63,13 @@ std::vector<int32_t> generation_config_eos(const std::filesystem::path& dir) {
   return ids;
 }
 
+WeightLoadOptions weight_load_options(const EngineOptions& options) {
+  if (!options.quantization.empty() && options.quantization != "fp8") {
+    fail("--quantization must be fp8 (or absent), got '{}'", options.quantization);
+  }
+  return WeightLoadOptions{options.quantization == "fp8"};
+}
+
 // A sequence whose blocks go back to their pools when it goes out of scope, error or not.
 class ScopedSequence {
  public:
@@ -142,7 +149,7 @@ std::vector<PoolSpec> plan_kv_pools(const Cohere2Model& model, const EngineOptio
 
 Engine::Engine(const std::filesystem::path& model_dir, std::unique_ptr<Backend> backend, EngineOptions options)
     : backend_(std::move(backend)),
-      model_(Cohere2Model::load(model_dir, *backend_)),
+      model_(Cohere2Model::load(model_dir, *backend_, weight_load_options(options))),
       tokenizer_(Tokenizer::from_dir(model_dir)),
       options_(resolve_kv_budget(options, model_)),
       kv_manager_(options.block_size, plan_kv_pools(model_, options_), options.enable_prefix_caching) {

@@ -38,6 +38,7 @@ struct EngineOptions {
   int64_t max_num_seqs = 256;                    // requests running at once (generate_batch)
   bool enforce_eager = false;                    // never replay recorded graphs of decode steps
   int64_t max_model_len = 0;                     // longest prompt + max_tokens; 0: the model's maximum
+  std::string quantization;                      // "": as the checkpoint is; "fp8": linear layers to FP8 at load
 };
 
 // What the engine has done since it started, and what it holds now (for metrics and logs).
