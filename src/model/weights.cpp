@@ -52,7 +52,7 @@ LinearInfo checked_linear(const Checkpoint& ckpt, const std::string& name, std::
   }
   const std::string scale_name = name + "_scale";
   const TensorInfo* scale = ckpt.find(scale_name);
-  if (!scale) fail("{}: FP8 tensor '{}' has no '{}' (one scale per output row)", t.file, name, scale_name);
+  if (!scale) fail("{}: F8_E4M3 tensor '{}' has no '{}' (one scale per output row)", t.file, name, scale_name);
   const bool row_shape = scale->shape == std::vector<int64_t>{expected[0], 1} || scale->shape == std::vector<int64_t>{expected[0]};
   if (!row_shape) {
     fail("{}: tensor '{}' has shape {}, expected [{}, 1]: tide reads FP8 weights with one scale per output row",

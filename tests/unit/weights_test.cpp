@@ -87,6 +87,19 @@ TEST(Weights, WrongDtypeIsNamed) {
   e = f8.load_error();
   EXPECT_NE(e.find("F8_E4M3"), std::string::npos) << e;
   EXPECT_NE(e.find("q_proj"), std::string::npos) << e;
+  EXPECT_NE(e.find("weight_scale"), std::string::npos) << e;
+
+  // FP8 is for linear weights only: an FP8 norm is refused by name.
+  static std::vector<uint8_t> fp8_norm(256);
+  BrokenCheckpoint norm8([](std::vector<TensorToWrite>& t) {
+    TensorToWrite& n = find(t, "model.norm.weight");
+    n.dtype = DType::kF8E4M3;
+    n.data = fp8_norm.data();
+    n.nbytes = fp8_norm.size();
+  });
+  e = norm8.load_error();
+  EXPECT_NE(e.find("model.norm.weight"), std::string::npos) << e;
+  EXPECT_NE(e.find("linear"), std::string::npos) << e;
 }
 
 TEST(Weights, TruncatedFileIsAnErrorNamingTheFile) {
