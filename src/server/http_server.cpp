@@ -117,8 +117,11 @@ void HttpServer::State::handle_generation(const httplib::Request& req, httplib::
   res.set_chunked_content_provider(
       "application/json",
       [this, run](size_t, httplib::DataSink& sink) {
-        while (!run->wait(250ms)) {
+        auto next_beat = std::chrono::steady_clock::now();
+        while (!run->wait(50ms)) {
           if (stopping) run->cancel();
+          if (std::chrono::steady_clock::now() < next_beat) continue;
+          next_beat += 250ms;
           if (!sink.write(" ", 1)) {
             run->cancel();
             return false;

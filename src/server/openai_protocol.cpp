@@ -133,6 +133,7 @@ void parse_common(const json& body, GenerationRequest& r) {
   if (!body.is_object()) bad_request("", "the request body must be a JSON object");
   r.model = get_string(body, "model");
   r.stream = get_bool(body, "stream").value_or(false);
+  r.return_tokens_as_token_ids = get_bool(body, "return_tokens_as_token_ids").value_or(false);
   if (const json* so = field(body, "stream_options")) {
     if (!so->is_object()) bad_request("stream_options", "'stream_options' must be an object");
     if (!r.stream) bad_request("stream_options", "'stream_options' is only allowed when 'stream' is true");

@@ -29,6 +29,7 @@ struct GenerationRequest {
   std::optional<int64_t> max_tokens;  // unset: the endpoint's default
   bool stream = false;
   bool include_usage = false;         // stream_options.include_usage
+  bool return_tokens_as_token_ids = false;  // vLLM: logprobs tokens spelled "token_id:<id>"
 };
 
 struct CompletionRequest : GenerationRequest {

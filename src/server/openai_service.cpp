@@ -136,6 +136,7 @@ GenerationJob OpenAiService::prepare_completion(const CompletionRequest& request
   job.options = request.options;
   job.stream = request.stream;
   job.include_usage = request.include_usage;
+  job.return_tokens_as_token_ids = request.return_tokens_as_token_ids;
   job.arrival = Clock::now();
   const Tokenizer& tok = engine_.tokenizer();
   for (const PromptInput& p : request.prompts) {
@@ -183,6 +184,7 @@ GenerationJob OpenAiService::prepare_chat(const ChatRequest& request) const {
   job.options = request.options;
   job.stream = request.stream;
   job.include_usage = request.include_usage;
+  job.return_tokens_as_token_ids = request.return_tokens_as_token_ids;
   job.arrival = Clock::now();
   job.prompts.push_back(render_chat(request));
   if (job.prompts[0].empty()) bad_request("messages", "the chat template rendered an empty prompt");
@@ -245,7 +247,12 @@ GenerationRun::GenerationRun(GenerationJob job, const Engine& engine, MetricsReg
 }
 
 GenerationRun::~GenerationRun() {
-  if (!finished()) cancel();
+  if (finished()) return;
+  cancel();
+  // The client went away (or the server is stopping): the samples end with "abort" after this run is gone.
+  for (const Choice& c : choices_) {
+    if (c.finish_reason.empty()) metrics_.increment("tide_request_success_total", 1, {{"finished_reason", "abort"}});
+  }
 }
 
 void GenerationRun::cancel() {
@@ -312,7 +319,10 @@ json GenerationRun::usage() const {
 
 json GenerationRun::logprobs_json(const std::vector<TokenLogprobs>& logprobs, size_t text_offset) const {
   const Tokenizer& tok = engine_.tokenizer();
-  auto token_text = [&](int32_t id) { return tok.decode(std::vector<int32_t>{id}, /*skip_special_tokens=*/false); };
+  auto token_text = [&](int32_t id) {
+    return job_.return_tokens_as_token_ids ? "token_id:" + std::to_string(id)
+                                           : tok.decode(std::vector<int32_t>{id}, /*skip_special_tokens=*/false);
+  };
   if (job_.chat) {
     auto entry = [&](int32_t id, float lp) {
       const std::string text = token_text(id);

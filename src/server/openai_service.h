@@ -35,6 +35,7 @@ struct GenerationJob {
   GenerateOptions options;
   bool stream = false;
   bool include_usage = false;
+  bool return_tokens_as_token_ids = false;
   std::chrono::steady_clock::time_point arrival;
 };
 
