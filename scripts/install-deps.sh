@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Installs tide's build and test dependencies from Debian 12 packages. Idempotent; needs root (or sudo).
+# Installs tide's build and test dependencies from Debian 12 packages (nodejs and npm run the server tests). Idempotent; needs root (or sudo).
 set -euo pipefail
 packages=(
   build-essential cmake ninja-build ccache pkg-config
   nlohmann-json3-dev libcli11-dev libfmt-dev
   libutf8proc-dev libpcre2-dev libopenblas-dev libxxhash-dev
   libgtest-dev libgmock-dev
+  libcpp-httplib-dev nodejs npm
 )
 missing=()
 for p in "${packages[@]}"; do

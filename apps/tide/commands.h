@@ -8,5 +8,6 @@ namespace tide::cli {
 void add_generate_command(CLI::App& app);
 void add_logits_command(CLI::App& app);
 void add_tokenize_commands(CLI::App& app);  // tokenize and detokenize
+void add_serve_command(CLI::App& app);      // the OpenAI-compatible server (src/server)
 
 }  // namespace tide::cli

@@ -1,0 +1,144 @@
+// tide serve MODEL_DIR: the OpenAI-compatible HTTP server (src/server), with vLLM's flag names. SIGINT and
+// SIGTERM stop it gracefully; a model that fails to load exits with status 1 and the reason.
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstdlib>
+#include <thread>
+
+#include "apps/tide/cli_util.h"
+#include "apps/tide/commands.h"
+#include "core/error.h"
+#include "server/http_server.h"
+
+namespace tide::cli {
+namespace {
+
+struct ServeArgs {
+  std::string model;
+  std::string host = "127.0.0.1";
+  int port = 8000;
+  std::string served_model_name;
+  std::string api_key;
+  std::string chat_template;
+  std::string device = "auto";
+  int64_t max_model_len = 0;
+  int64_t max_num_seqs = EngineOptions{}.max_num_seqs;
+  int64_t max_num_batched_tokens = EngineOptions{}.max_num_batched_tokens;
+  int64_t block_size = EngineOptions{}.block_size;
+  int64_t kv_cache_memory = EngineOptions{}.kv_cache_memory;
+  int64_t host_kv_cache_memory = 0;
+  double gpu_memory_utilization = EngineOptions{}.gpu_memory_utilization;
+  bool no_prefix_caching = false;
+  bool enforce_eager = false;
+};
+
+int g_signal_pipe[2] = {-1, -1};
+
+extern "C" void on_stop_signal(int) {
+  const int saved = errno;
+  const char stop = 's';
+  [[maybe_unused]] const ssize_t n = write(g_signal_pipe[1], &stop, 1);
+  errno = saved;
+}
+
+void run_serve(const ServeArgs& args) {
+  EngineOptions options;
+  options.block_size = args.block_size;
+  options.kv_cache_memory = args.kv_cache_memory;
+  options.host_kv_cache_memory = args.host_kv_cache_memory;
+  options.gpu_memory_utilization = args.gpu_memory_utilization;
+  options.enable_prefix_caching = !args.no_prefix_caching;
+  options.enforce_eager = args.enforce_eager;
+  options.max_num_seqs = args.max_num_seqs;
+  options.max_num_batched_tokens = args.max_num_batched_tokens;
+  options.max_model_len = args.max_model_len;
+
+  server::ServerOptions so;
+  so.host = args.host;
+  so.port = args.port;
+  so.model_dir = args.model;
+  so.served_model_name = args.served_model_name;
+  so.api_key = args.api_key;
+  if (!args.chat_template.empty()) so.chat_template = args.chat_template;
+
+  // SIGINT / SIGTERM write to a pipe (the handler may run on any thread, OpenBLAS' included, so the signals
+  // cannot simply be blocked and waited for); a watcher thread reads it and asks the server to stop. A client
+  // that goes away must not kill the process (SIGPIPE).
+  std::signal(SIGPIPE, SIG_IGN);
+  if (pipe(g_signal_pipe) != 0) fail("cannot create a pipe for signal handling");
+  struct sigaction action {};
+  action.sa_handler = on_stop_signal;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGINT, &action, nullptr);
+  sigaction(SIGTERM, &action, nullptr);
+
+  const std::string device = args.device;
+  server::HttpServer server(so, [model = args.model, device, options] {
+    return std::make_unique<Engine>(model, make_backend(device), options);
+  });
+  std::thread watcher([&] {
+    char byte = 0;
+    while (read(g_signal_pipe[0], &byte, 1) < 0 && errno == EINTR) {
+    }
+    if (byte == 's') server.stop();
+  });
+  const int status = server.run();
+  const char done = 'q';  // wakes the watcher when run() returned by itself (the model failed to load)
+  if (write(g_signal_pipe[1], &done, 1) != 1) std::abort();
+  watcher.join();
+  std::signal(SIGINT, SIG_DFL);
+  std::signal(SIGTERM, SIG_DFL);
+  if (status != 0) fail("the server stopped with an error (see the log above)");
+}
+
+}  // namespace
+
+void add_serve_command(CLI::App& app) {
+  auto args = std::make_shared<ServeArgs>();
+  CLI::App* cmd = app.add_subcommand("serve", "Serve a model over an OpenAI-compatible HTTP API");
+  cmd->add_option("model", args->model, "Hugging Face model folder (config.json, *.safetensors, tokenizer.json)")
+      ->required()
+      ->check(CLI::ExistingDirectory);
+  cmd->add_option("--host", args->host, "Address to listen on")->capture_default_str();
+  cmd->add_option("--port", args->port, "Port to listen on (0: any free port, logged)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 65535));
+  cmd->add_option("--served-model-name", args->served_model_name,
+                  "The model name requests must use (default: MODEL as given)");
+  cmd->add_option("--api-key", args->api_key, "Require 'Authorization: Bearer KEY' on /v1 endpoints");
+  cmd->add_option("--chat-template", args->chat_template, "A Jinja file replacing the model's chat template")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--device", args->device, "cpu, cuda, or auto (cuda when a GPU is present)")->capture_default_str();
+  cmd->add_option("--max-model-len", args->max_model_len,
+                  "Longest prompt + completion a request may ask for (0: the model's maximum)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--max-num-seqs", args->max_num_seqs, "Requests running at once")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--max-num-batched-tokens", args->max_num_batched_tokens, "Tokens of one forward step")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--block-size", args->block_size, "Positions per KV cache block")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--kv-cache-memory", args->kv_cache_memory,
+                  "Bytes for the KV cache pools (512MiB, 2GB, ...); 0: automatic")
+      ->capture_default_str()
+      ->transform(CLI::AsSizeValue(false));
+  cmd->add_option("--host-kv-cache-memory", args->host_kv_cache_memory,
+                  "Bytes of host memory for evicted prefix blocks (0: no host tier)")
+      ->capture_default_str()
+      ->transform(CLI::AsSizeValue(false));
+  cmd->add_option("--gpu-memory-utilization", args->gpu_memory_utilization,
+                  "Fraction of GPU memory tide may use (automatic KV budget)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  cmd->add_flag("--no-prefix-caching", args->no_prefix_caching, "Never reuse KV blocks across requests");
+  cmd->add_flag("--enforce-eager", args->enforce_eager, "Never replay recorded graphs of decode steps");
+  cmd->callback([args] { run_serve(*args); });
+}
+
+}  // namespace tide::cli

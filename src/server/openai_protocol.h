@@ -1,0 +1,74 @@
+// The OpenAI request schema: parsing and validating /v1/completions and /v1/chat/completions bodies (plus vLLM's
+// extensions) into what the engine takes, with no sockets and no engine. Every refusal is an ApiError 400 naming
+// the parameter. Checks that need the model (the served name, the vocabulary, max_model_len, the chat template)
+// are the caller's.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/generation.h"
+
+namespace tide::server {
+
+// One prompt of a completion request: text, or token ids.
+struct PromptInput {
+  std::optional<std::string> text;
+  std::vector<int32_t> ids;  // when text is unset
+};
+
+// What completions and chat share.
+struct GenerationRequest {
+  std::optional<std::string> model;   // unset: the served model
+  GenerateOptions options;            // max_tokens stays as parsed; see max_tokens
+  std::optional<int64_t> max_tokens;  // unset: the endpoint's default
+  bool stream = false;
+  bool include_usage = false;         // stream_options.include_usage
+  bool return_tokens_as_token_ids = false;  // vLLM: logprobs tokens spelled "token_id:<id>"
+};
+
+struct CompletionRequest : GenerationRequest {
+  std::vector<PromptInput> prompts;   // one or more (a list of prompts gives n choices each)
+  bool echo = false;                  // the prompt's text before the completion
+};
+
+struct ChatRequest : GenerationRequest {
+  nlohmann::json messages;            // as sent, with content given as text parts joined into a string
+  bool add_generation_prompt = true;
+  nlohmann::json tools;               // null or an array
+  nlohmann::json documents;           // null or an array
+  nlohmann::json chat_template_kwargs = nlohmann::json::object();
+  int top_logprobs = 0;               // with logprobs: options.logprobs = top_logprobs
+};
+
+// Completions' default max_tokens (OpenAI's).
+inline constexpr int64_t kDefaultCompletionMaxTokens = 16;
+
+// Parses a JSON body; throws ApiError 400 for invalid JSON (including invalid UTF-8), wrong types and values out
+// of range.
+nlohmann::json parse_body(std::string_view body);
+CompletionRequest parse_completion_request(const nlohmann::json& body);
+ChatRequest parse_chat_request(const nlohmann::json& body);
+
+// /tokenize: {"prompt": text, "add_special_tokens"?} or {"messages": [...], "add_generation_prompt"?, ...}.
+struct TokenizeRequest {
+  std::optional<std::string> model;
+  std::optional<std::string> prompt;
+  std::optional<ChatRequest> chat;  // when messages were given
+  bool add_special_tokens = true;
+};
+TokenizeRequest parse_tokenize_request(const nlohmann::json& body);
+
+// /detokenize: {"tokens": [ids]}.
+struct DetokenizeRequest {
+  std::optional<std::string> model;
+  std::vector<int32_t> tokens;
+};
+DetokenizeRequest parse_detokenize_request(const nlohmann::json& body);
+
+}  // namespace tide::server

@@ -1,0 +1,138 @@
+// OpenAiService: the OpenAI endpoints over a loaded Engine, without HTTP. prepare_*() check a parsed request
+// against the model (served name, tokenization, the chat template, max_model_len) and throw ApiError; start()
+// submits it; a GenerationRun gathers its deltas (from every prompt and sample) and turns them into the response
+// (one JSON body, or streamed chunks). The HTTP layer only moves bytes and notices clients that went away.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "chat/chat_template.h"
+#include "runtime/engine.h"
+#include "server/metrics.h"
+#include "server/openai_protocol.h"
+#include "server/sse.h"
+
+namespace tide::server {
+
+// A checked request, ready to submit.
+struct GenerationJob {
+  bool chat = false;
+  std::string id;  // "cmpl-..." / "chatcmpl-..."
+  int64_t created = 0;
+  std::string model;
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<std::string> echo_texts;  // per prompt when echo (completions)
+  GenerateOptions options;
+  bool stream = false;
+  bool include_usage = false;
+  bool return_tokens_as_token_ids = false;
+  std::chrono::steady_clock::time_point arrival;
+};
+
+// Declares the metrics the service updates (request latencies and outcomes) and the engine gauges that
+// refresh_engine_metrics() sets.
+void declare_metrics(MetricsRegistry& metrics);
+// Copies the engine's counters and pool statistics into `metrics` (called before each scrape).
+void refresh_engine_metrics(const Engine& engine, MetricsRegistry& metrics);
+
+class GenerationRun;
+
+class OpenAiService {
+ public:
+  OpenAiService(Engine& engine, std::optional<ChatTemplate> chat_template, std::string served_model_name,
+                std::string model_root, MetricsRegistry& metrics);
+
+  Engine& engine() { return engine_; }
+  nlohmann::json models() const;
+  GenerationJob prepare_completion(const CompletionRequest& request) const;
+  GenerationJob prepare_chat(const ChatRequest& request) const;
+  nlohmann::json tokenize(const TokenizeRequest& request) const;
+  nlohmann::json detokenize(const DetokenizeRequest& request) const;
+
+  // Submits every prompt of `job`; throws ApiError 400 when the engine refuses one (none stays submitted).
+  std::unique_ptr<GenerationRun> start(GenerationJob job);
+
+ private:
+  void check_model(const std::optional<std::string>& model) const;
+  std::vector<int32_t> render_chat(const ChatRequest& request) const;
+  // Sets job.options.max_tokens from the request (or the default) and checks prompt + max_tokens.
+  void fit_max_tokens(GenerationJob& job, const GenerationRequest& request, int64_t default_max_tokens) const;
+
+  Engine& engine_;
+  std::optional<ChatTemplate> chat_template_;
+  std::string served_model_name_;
+  std::string model_root_;
+  MetricsRegistry& metrics_;
+};
+
+// One submitted job: its handles and the deltas of all of them, in arrival order.
+class GenerationRun {
+ public:
+  GenerationRun(GenerationJob job, const Engine& engine, MetricsRegistry& metrics);
+  ~GenerationRun();  // cancels whatever has not finished
+
+  const GenerationJob& job() const { return job_; }
+  // Waits up to `timeout` for deltas and folds them in; true once every sample has finished.
+  bool wait(std::chrono::milliseconds timeout);
+  bool finished() const { return num_finished_ == num_choices(); }
+  void cancel();
+
+  // The whole response (after finished()): completion or chat.completion with usage.
+  nlohmann::json response() const;
+  // Streams: waits for deltas and sends each as chunks, then usage (when asked for) and [DONE]. Returns false
+  // when a write failed (the request is cancelled then) or `should_stop` turned true.
+  bool stream(SseWriter& writer, const std::function<bool()>& should_stop);
+  // The error of a sample that ended with "error", if any.
+  std::optional<std::string> error() const;
+
+ private:
+  friend class OpenAiService;
+  struct Event {
+    size_t prompt_idx;
+    SampleDelta delta;
+  };
+  struct Queue {
+    std::mutex mutex;
+    std::condition_variable ready;
+    std::deque<Event> events;
+  };
+  struct Choice {
+    std::string text;
+    std::vector<TokenLogprobs> logprobs;
+    int64_t num_tokens = 0;
+    std::string finish_reason;
+    std::string error;
+    bool started = false;  // first chunk (role / echo) sent
+    std::chrono::steady_clock::time_point last_token;
+  };
+
+  int num_choices() const { return static_cast<int>(choices_.size()); }
+  std::optional<Event> pop(std::chrono::milliseconds timeout);
+  // Folds `event` into its choice and the metrics; returns the choice index.
+  size_t apply(const Event& event);
+  nlohmann::json usage() const;
+  nlohmann::json chunk_json(size_t choice_idx, const SampleDelta& delta, bool first);
+  nlohmann::json logprobs_json(const std::vector<TokenLogprobs>& logprobs, size_t text_offset) const;
+
+  GenerationJob job_;
+  const Engine& engine_;
+  MetricsRegistry& metrics_;
+  std::shared_ptr<Queue> queue_ = std::make_shared<Queue>();
+  std::vector<std::shared_ptr<RequestHandle>> handles_;
+  std::vector<Choice> choices_;
+  std::vector<int64_t> cached_tokens_;  // per prompt
+  int num_finished_ = 0;
+  bool first_token_seen_ = false;
+};
+
+}  // namespace tide::server

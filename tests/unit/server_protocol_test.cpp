@@ -1,0 +1,227 @@
+// The OpenAI request parsers (src/server/openai_protocol): accepted shapes, OpenAI's defaults, and the bad
+// requests each refused with a 400 naming the parameter.
+#include <gtest/gtest.h>
+
+#include "server/api_error.h"
+#include "server/openai_protocol.h"
+
+namespace tide::server {
+namespace {
+
+using nlohmann::json;
+
+CompletionRequest completion(const std::string& body) { return parse_completion_request(parse_body(body)); }
+ChatRequest chat(const std::string& body) { return parse_chat_request(parse_body(body)); }
+
+TEST(ServerProtocol, CompletionPromptShapes) {
+  auto r = completion(R"({"model": "m", "prompt": "hello"})");
+  ASSERT_EQ(r.prompts.size(), 1u);
+  EXPECT_EQ(r.prompts[0].text, "hello");
+  EXPECT_EQ(r.model, "m");
+
+  r = completion(R"({"prompt": ["a", "b"]})");
+  ASSERT_EQ(r.prompts.size(), 2u);
+  EXPECT_EQ(r.prompts[1].text, "b");
+
+  r = completion(R"({"prompt": [5, 6, 7]})");
+  ASSERT_EQ(r.prompts.size(), 1u);
+  EXPECT_FALSE(r.prompts[0].text);
+  EXPECT_EQ(r.prompts[0].ids, (std::vector<int32_t>{5, 6, 7}));
+
+  r = completion(R"({"prompt": [[5, 6], [7]]})");
+  ASSERT_EQ(r.prompts.size(), 2u);
+  EXPECT_EQ(r.prompts[1].ids, (std::vector<int32_t>{7}));
+}
+
+TEST(ServerProtocol, OpenAiDefaults) {
+  const auto r = completion(R"({"prompt": "x"})");
+  EXPECT_EQ(r.options.sampling.temperature, 1.0);
+  EXPECT_EQ(r.options.sampling.top_p, 1.0);
+  EXPECT_FALSE(r.max_tokens);
+  EXPECT_FALSE(r.stream);
+  EXPECT_EQ(r.options.n, 1);
+  EXPECT_EQ(r.options.logprobs, -1);
+  EXPECT_TRUE(r.options.skip_special_tokens);
+}
+
+TEST(ServerProtocol, CompletionParametersMap) {
+  const auto r = completion(R"({"prompt": "x", "max_tokens": 7, "temperature": 0, "top_k": -1, "top_p": 0.5,
+    "min_p": 0.1, "repetition_penalty": 1.2, "presence_penalty": 0.5, "frequency_penalty": -0.5, "seed": 42,
+    "n": 2, "stop": "END", "stop_token_ids": [6], "ignore_eos": true, "min_tokens": 3, "logprobs": 2,
+    "skip_special_tokens": false, "logit_bias": {"17": -100}, "stream": true, "stream_options": {"include_usage": true},
+    "echo": true, "user": "u", "best_of": 2})");
+  EXPECT_EQ(r.max_tokens, 7);
+  EXPECT_EQ(r.options.sampling.temperature, 0.0);
+  EXPECT_EQ(r.options.sampling.top_k, 0);
+  EXPECT_EQ(r.options.sampling.top_p, 0.5);
+  EXPECT_EQ(r.options.sampling.min_p, 0.1);
+  EXPECT_EQ(r.options.sampling.repetition_penalty, 1.2);
+  EXPECT_EQ(r.options.sampling.seed, 42u);
+  EXPECT_EQ(r.options.n, 2);
+  EXPECT_EQ(r.options.stop, std::vector<std::string>{"END"});
+  EXPECT_EQ(r.options.stop_token_ids, std::vector<int32_t>{6});
+  EXPECT_TRUE(r.options.ignore_eos);
+  EXPECT_EQ(r.options.min_tokens, 3);
+  EXPECT_EQ(r.options.logprobs, 2);
+  EXPECT_FALSE(r.options.skip_special_tokens);
+  ASSERT_EQ(r.options.sampling.logit_bias.size(), 1u);
+  EXPECT_EQ(r.options.sampling.logit_bias[0].first, 17);
+  EXPECT_EQ(r.options.sampling.logit_bias[0].second, -100.0f);
+  EXPECT_TRUE(r.stream);
+  EXPECT_TRUE(r.include_usage);
+  EXPECT_TRUE(r.echo);
+}
+
+TEST(ServerProtocol, ChatMessagesAndLogprobs) {
+  const auto r = chat(R"({"messages": [{"role": "system", "content": "s"},
+    {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}],
+    "max_completion_tokens": 5, "logprobs": true, "top_logprobs": 3, "chat_template_kwargs": {"x": 1},
+    "add_generation_prompt": false, "tools": [{"type": "function"}]})");
+  ASSERT_EQ(r.messages.size(), 2u);
+  EXPECT_EQ(r.messages[1]["content"], "a\nb");
+  EXPECT_EQ(r.max_tokens, 5);
+  EXPECT_EQ(r.options.logprobs, 3);
+  EXPECT_EQ(r.chat_template_kwargs["x"], 1);
+  EXPECT_FALSE(r.add_generation_prompt);
+  EXPECT_TRUE(r.tools.is_array());
+  EXPECT_TRUE(r.documents.is_null());
+  EXPECT_EQ(chat(R"({"messages": [{"role": "user", "content": "x"}]})").options.logprobs, -1);
+}
+
+struct BadCase {
+  const char* endpoint;  // "completions" or "chat"
+  const char* body;
+  const char* param;     // the parameter named in the error ("" for the body itself)
+};
+
+// Every case must be refused with 400 naming `param`. The server's integration suite sends the same kinds of
+// bodies over HTTP.
+const BadCase kBadCases[] = {
+    {"completions", "", ""},
+    {"completions", "{", ""},
+    {"completions", "[1, 2]", ""},
+    {"completions", "\"prompt\"", ""},
+    {"completions", "{\"prompt\": \"\xff\xfe\"}", ""},                      // invalid UTF-8
+    {"completions", R"({"prompt": "\ud800"})", ""},                          // lone surrogate
+    {"completions", R"({"prompt": "x",})", ""},
+    {"completions", R"({})", "prompt"},
+    {"completions", R"({"prompt": 5})", "prompt"},
+    {"completions", R"({"prompt": []})", "prompt"},
+    {"completions", R"({"prompt": [[]]})", "prompt"},
+    {"completions", R"({"prompt": ["a", 5]})", "prompt"},
+    {"completions", R"({"prompt": [1, -2]})", "prompt"},
+    {"completions", R"({"prompt": [1, 2.5]})", "prompt"},
+    {"completions", R"({"prompt": [1, 99999999999]})", "prompt"},
+    {"completions", R"({"prompt": [{"a": 1}]})", "prompt"},
+    {"completions", R"({"prompt": "x", "model": 5})", "model"},
+    {"completions", R"({"prompt": "x", "max_tokens": -1})", "max_tokens"},
+    {"completions", R"({"prompt": "x", "max_tokens": "5"})", "max_tokens"},
+    {"completions", R"({"prompt": "x", "max_tokens": 1.5})", "max_tokens"},
+    {"completions", R"({"prompt": "x", "max_tokens": 18446744073709551615})", "max_tokens"},
+    {"completions", R"({"prompt": "x", "temperature": -0.1})", "temperature"},
+    {"completions", R"({"prompt": "x", "temperature": 2.5})", "temperature"},
+    {"completions", R"({"prompt": "x", "temperature": "hot"})", "temperature"},
+    {"completions", R"({"prompt": "x", "top_p": 0})", "top_p"},
+    {"completions", R"({"prompt": "x", "top_p": 1.5})", "top_p"},
+    {"completions", R"({"prompt": "x", "top_k": -2})", "top_k"},
+    {"completions", R"({"prompt": "x", "min_p": 2})", "min_p"},
+    {"completions", R"({"prompt": "x", "presence_penalty": 3})", "presence_penalty"},
+    {"completions", R"({"prompt": "x", "frequency_penalty": -3})", "frequency_penalty"},
+    {"completions", R"({"prompt": "x", "repetition_penalty": 0})", "repetition_penalty"},
+    {"completions", R"({"prompt": "x", "n": 0})", "n"},
+    {"completions", R"({"prompt": "x", "n": 1000})", "n"},
+    {"completions", R"({"prompt": "x", "stream": "yes"})", "stream"},
+    {"completions", R"({"prompt": "x", "stream_options": {"include_usage": true}})", "stream_options"},
+    {"completions", R"({"prompt": "x", "stream": true, "stream_options": 1})", "stream_options"},
+    {"completions", R"({"prompt": "x", "stop": 5})", "stop"},
+    {"completions", R"({"prompt": "x", "stop": [""]})", "stop"},
+    {"completions", R"({"prompt": "x", "stop": ["a", 1]})", "stop"},
+    {"completions", R"({"prompt": "x", "logprobs": 21})", "logprobs"},
+    {"completions", R"({"prompt": "x", "logprobs": true})", "logprobs"},
+    {"completions", R"({"prompt": "x", "logit_bias": {"abc": 1}})", "logit_bias"},
+    {"completions", R"({"prompt": "x", "logit_bias": {"5": 101}})", "logit_bias"},
+    {"completions", R"({"prompt": "x", "logit_bias": {"5": 1, "05": 2}})", "logit_bias"},
+    {"completions", R"({"prompt": "x", "logit_bias": [1]})", "logit_bias"},
+    {"completions", R"({"prompt": "x", "stop_token_ids": [-1]})", "stop_token_ids"},
+    {"completions", R"({"prompt": "x", "stop_token_ids": 6})", "stop_token_ids"},
+    {"completions", R"({"prompt": "x", "seed": "s"})", "seed"},
+    {"completions", R"({"prompt": "x", "ignore_eos": 1})", "ignore_eos"},
+    {"completions", R"({"prompt": "x", "min_tokens": -1})", "min_tokens"},
+    {"completions", R"({"prompt": "x", "min_tokens": 5, "max_tokens": 2})", "min_tokens"},
+    {"completions", R"({"prompt": "x", "best_of": 3})", "best_of"},
+    {"completions", R"({"prompt": "x", "suffix": "s"})", "suffix"},
+    {"completions", R"({"prompt": "x", "echo": "no"})", "echo"},
+    {"completions", R"({"prompt": "x", "response_format": {"type": "json_object"}})", "response_format"},
+    {"chat", R"({})", "messages"},
+    {"chat", R"({"messages": []})", "messages"},
+    {"chat", R"({"messages": "hi"})", "messages"},
+    {"chat", R"({"messages": [5]})", "messages"},
+    {"chat", R"({"messages": [{"content": "hi"}]})", "messages"},
+    {"chat", R"({"messages": [{"role": 1, "content": "hi"}]})", "messages"},
+    {"chat", R"({"messages": [{"role": "user", "content": 5}]})", "messages"},
+    {"chat", R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})", "messages"},
+    {"chat", R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})", "top_logprobs"},
+    {"chat", R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true, "top_logprobs": 30})",
+     "top_logprobs"},
+    {"chat", R"({"messages": [{"role": "user", "content": "x"}], "logprobs": 1})", "logprobs"},
+    {"chat", R"({"messages": [{"role": "user", "content": "x"}], "tools": {}})", "tools"},
+    {"chat", R"({"messages": [{"role": "user", "content": "x"}], "chat_template_kwargs": []})", "chat_template_kwargs"},
+    {"chat", R"({"messages": [{"role": "user", "content": "x"}], "max_completion_tokens": -5})", "max_completion_tokens"},
+};
+
+TEST(ServerProtocol, BadRequestsAre400NamingTheParameter) {
+  ASSERT_GE(std::size(kBadCases), 30u);
+  for (const BadCase& c : kBadCases) {
+    SCOPED_TRACE(std::string(c.endpoint) + " " + c.body);
+    try {
+      if (std::string(c.endpoint) == "chat") {
+        chat(c.body);
+      } else {
+        completion(c.body);
+      }
+      ADD_FAILURE() << "accepted";
+    } catch (const ApiError& e) {
+      EXPECT_EQ(e.status(), 400);
+      EXPECT_EQ(e.param(), c.param) << e.what();
+      EXPECT_EQ(e.type(), "invalid_request_error");
+      EXPECT_FALSE(std::string(e.what()).empty());
+    }
+  }
+}
+
+TEST(ServerProtocol, DeeplyNestedBodiesAreRefused) {
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  EXPECT_THROW(parse_body(deep), ApiError);
+  EXPECT_NO_THROW(parse_body(std::string(10, '[') + std::string(10, ']')));
+}
+
+TEST(ServerProtocol, TokenizeAndDetokenize) {
+  const auto t = parse_tokenize_request(parse_body(R"({"prompt": "hi", "add_special_tokens": false})"));
+  EXPECT_EQ(t.prompt, "hi");
+  EXPECT_FALSE(t.add_special_tokens);
+  const auto c = parse_tokenize_request(parse_body(R"({"messages": [{"role": "user", "content": "x"}]})"));
+  EXPECT_TRUE(c.chat);
+  EXPECT_FALSE(c.add_special_tokens);
+  EXPECT_THROW(parse_tokenize_request(parse_body("{}")), ApiError);
+  EXPECT_EQ(parse_detokenize_request(parse_body(R"({"tokens": [1, 2]})")).tokens, (std::vector<int32_t>{1, 2}));
+  EXPECT_THROW(parse_detokenize_request(parse_body(R"({"tokens": [-1]})")), ApiError);
+  EXPECT_THROW(parse_detokenize_request(parse_body(R"({"tokens": "1"})")), ApiError);
+}
+
+TEST(ServerProtocol, ErrorJsonHasOpenAisShape) {
+  const json j = error_json(ApiError(400, "bad temperature", "temperature"));
+  ASSERT_TRUE(j.contains("error"));
+  EXPECT_EQ(j["error"]["message"], "bad temperature");
+  EXPECT_EQ(j["error"]["type"], "invalid_request_error");
+  EXPECT_EQ(j["error"]["param"], "temperature");
+  EXPECT_EQ(j["error"]["code"], 400);
+  const json k = error_json(ApiError(404, "The model `x` does not exist.", "model", "NotFoundError"));
+  EXPECT_EQ(k["error"]["type"], "NotFoundError");
+  const json u = error_json(ApiError(401, "Unauthorized"));
+  EXPECT_EQ(u["error"]["type"], "authentication_error");
+  EXPECT_TRUE(u["error"]["param"].is_null());
+  EXPECT_EQ(dump_json(json{{"s", std::string("a\xff")}}), "{\"s\":\"a\xef\xbf\xbd\"}");
+}
+
+}  // namespace
+}  // namespace tide::server
