@@ -203,7 +203,7 @@ TEST(Cli, BadInputIsAClearErrorNotACrash) {
            {"generate --model /nonexistent --prompt hi", "/nonexistent"},
            {"generate " + kModel + " --prompt-ids 5,x,7", "--prompt-ids"},
            {"generate " + kModel + " --prompt-ids 5,99999", "99999"},
-           {"generate " + kModel + " --prompt-ids 5 --max-tokens 100000", "maximum model length"},
+           {"generate " + kModel + " --prompt-ids 5 --max-tokens 100000", "maximum length"},
            {"generate " + kModel, "--prompt"},
            {"generate " + kModel + " --prompt hi --top-p 2", "top-p"},
            {"generate " + kModel + " --prompt hi --min-p 1.5", "min_p"},
