@@ -58,7 +58,9 @@ Value Value::none() { return Value(Storage(nullptr)); }
 Value Value::boolean(bool value) { return Value(Storage(value)); }
 Value Value::integer(int64_t value) { return Value(Storage(value)); }
 Value Value::real(double value) { return Value(Storage(value)); }
-Value Value::string(std::string value) { return Value(Storage(std::move(value))); }
+Value Value::string(std::string value) {
+  return Value(Storage(std::make_shared<const std::string>(std::move(value))));
+}
 
 Value Value::list(std::vector<Value> items, SequenceKind kind) {
   int depth = 0;

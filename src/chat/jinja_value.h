@@ -81,7 +81,7 @@ class Value {
   bool as_bool() const { return std::get<bool>(storage_); }
   int64_t as_int() const;     // bool or int
   double as_number() const;   // bool, int or float
-  const std::string& as_string() const { return std::get<std::string>(storage_); }
+  const std::string& as_string() const { return *std::get<std::shared_ptr<const std::string>>(storage_); }
   const List& as_list() const { return *std::get<std::shared_ptr<const List>>(storage_); }
   const std::vector<Value>& items() const;
   SequenceKind sequence_kind() const;
@@ -110,7 +110,8 @@ class Value {
   struct UndefinedState {
     std::shared_ptr<const std::string> hint;
   };
-  using Storage = std::variant<UndefinedState, std::nullptr_t, bool, int64_t, double, std::string,
+  // Strings are shared, not copied, when values are (message contents are read many times).
+  using Storage = std::variant<UndefinedState, std::nullptr_t, bool, int64_t, double, std::shared_ptr<const std::string>,
                                std::shared_ptr<const List>, std::shared_ptr<const Dict>,
                                std::shared_ptr<const Function>, std::shared_ptr<Object>>;
   explicit Value(Storage storage) : storage_(std::move(storage)) {}
