@@ -125,7 +125,8 @@ TEST(JinjaLimits, InfiniteMacroRecursion) {
 }
 
 TEST(JinjaLimits, ExponentialMacroCalls) {
-  const std::string source = "{% macro f(n) %}{% if n > 0 %}{{ f(n - 1) }}{{ f(n - 1) }}{% endif %}{% endmacro %}{{ f(60) }}";
+  const std::string source =
+      "{% macro f(n) %}{% if n > 0 %}{{ f(n - 1) }}{{ f(n - 1) }}{% endif %}{% endmacro %}{{ f(60) }}";
   RenderLimits limits;
   limits.max_work = 2'000'000;
   const std::string message = error_of([&] { render(source, Json::object(), limits); });
@@ -148,7 +149,8 @@ TEST(JinjaLimits, OutputSize) {
 
 TEST(JinjaLimits, StringDoubling) {
   const std::string source =
-      "{% set ns = namespace(s='ab') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s|length }}";
+      "{% set ns = namespace(s='ab') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s|length "
+      "}}";
   RenderLimits limits;
   limits.max_output_bytes = 1 << 20;
   EXPECT_NE(error_of([&] { render(source, Json::object(), limits); }).find("longer than the limit"), std::string::npos);
@@ -167,7 +169,8 @@ TEST(JinjaLimits, DeepParserNesting) {
 }
 
 TEST(JinjaLimits, DeepValueNesting) {
-  const std::string source = "{% set ns = namespace(v=[]) %}{% for i in range(5000) %}{% set ns.v = [ns.v] %}{% endfor %}{{ ns.v }}";
+  const std::string source =
+      "{% set ns = namespace(v=[]) %}{% for i in range(5000) %}{% set ns.v = [ns.v] %}{% endfor %}{{ ns.v }}";
   EXPECT_NE(error_of([&] { render(source); }).find("nested deeper"), std::string::npos);
 }
 
