@@ -32,7 +32,8 @@ std::optional<std::string> token_text(const nlohmann::json& value) {
 // What transformers' special_tokens_map holds: the named special tokens that are set.
 nlohmann::json special_tokens_of(const nlohmann::json& config) {
   nlohmann::json tokens = nlohmann::json::object();
-  for (const char* name : {"bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token"}) {
+  for (const char* name :
+       {"bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token"}) {
     if (!config.contains(name)) continue;
     if (auto text = token_text(config[name])) tokens[name] = *text;
   }
@@ -58,7 +59,8 @@ std::optional<std::string> template_from_config(const nlohmann::json& config, co
   if (!value.is_array()) fail("{}: chat_template must be a string or a list of {{name, template}}", path.string());
   const std::string wanted = name.value_or("default");
   for (const auto& entry : value) {
-    if (entry.is_object() && entry.value("name", "") == wanted && entry.contains("template") && entry["template"].is_string()) {
+    if (entry.is_object() && entry.value("name", "") == wanted && entry.contains("template") &&
+        entry["template"].is_string()) {
       return entry["template"].get<std::string>();
     }
   }
@@ -96,7 +98,8 @@ std::optional<ChatTemplate> ChatTemplate::from_model_dir(const std::filesystem::
                                                          const std::optional<std::filesystem::path>& override_file,
                                                          const std::optional<std::string>& name) {
   const std::filesystem::path config_path = dir / "tokenizer_config.json";
-  const nlohmann::json config = std::filesystem::exists(config_path) ? read_json(config_path) : nlohmann::json::object();
+  const nlohmann::json config =
+      std::filesystem::exists(config_path) ? read_json(config_path) : nlohmann::json::object();
   nlohmann::json special_tokens = special_tokens_of(config);
   if (override_file) return ChatTemplate(read_file(*override_file), std::move(special_tokens));
   // Newer transformers save the template beside the config, and that file wins over the config's copy.
@@ -109,8 +112,10 @@ std::optional<ChatTemplate> ChatTemplate::from_model_dir(const std::filesystem::
 
 std::string ChatTemplate::render(const ChatTemplateInputs& inputs) const {
   jinja::Dict variables;
-  for (const auto& [key, value] : impl_->special_tokens.items()) variables.set(jinja::Value::string(key), jinja::from_json(value));
-  for (const auto& [key, value] : inputs.extra.items()) variables.set(jinja::Value::string(key), jinja::from_json(value));
+  for (const auto& [key, value] : impl_->special_tokens.items())
+    variables.set(jinja::Value::string(key), jinja::from_json(value));
+  for (const auto& [key, value] : inputs.extra.items())
+    variables.set(jinja::Value::string(key), jinja::from_json(value));
   variables.set(jinja::Value::string("messages"), jinja::from_json(inputs.messages));
   variables.set(jinja::Value::string("add_generation_prompt"), jinja::Value::boolean(inputs.add_generation_prompt));
   variables.set(jinja::Value::string("tools"), jinja::from_json(inputs.tools));

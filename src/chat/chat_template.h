@@ -17,8 +17,8 @@ namespace tide {
 struct ChatTemplateInputs {
   nlohmann::json messages = nlohmann::json::array();  // [{"role", "content", ...}] as the client sent them
   bool add_generation_prompt = true;
-  nlohmann::json tools;      // null, or the request's tools array
-  nlohmann::json documents;  // null, or documents for retrieval-augmented generation
+  nlohmann::json tools;                             // null, or the request's tools array
+  nlohmann::json documents;                         // null, or documents for retrieval-augmented generation
   nlohmann::json extra = nlohmann::json::object();  // more variables (chat_template_kwargs); do not override the above
 };
 

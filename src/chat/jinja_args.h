@@ -17,9 +17,8 @@ class BoundArgs {
   BoundArgs(std::string_view function, const CallArgs& args, std::initializer_list<std::string_view> params);
 
   bool has(size_t index) const { return given_[index]; }
-  // The argument, or `fallback` when it was not given. By value: callers pass temporaries as the fallback
-  // (`get(1, Value::none())`), which a returned reference would outlive.
-  Value get(size_t index, const Value& fallback = kUndefined) const { return given_[index] ? values_[index] : fallback; }
+  // The argument, or `fallback` when it was not given (a copy: values share their contents).
+  Value get(size_t index, Value fallback = Value()) const { return given_[index] ? values_[index] : fallback; }
   // Argument conversions; `fallback` when not given (or none, for the optional ones).
   int64_t get_int(size_t index, int64_t fallback) const;
   bool get_bool(size_t index, bool fallback) const;
@@ -27,7 +26,6 @@ class BoundArgs {
   std::optional<std::string> get_optional_string(size_t index) const;
 
  private:
-  inline static const Value kUndefined;
   std::string function_;
   std::vector<std::string_view> names_;
   std::vector<Value> values_;

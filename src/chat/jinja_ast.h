@@ -90,8 +90,8 @@ struct ConditionalExpr {  // then_value if condition else else_value (else_value
 
 struct Expr {
   int line = 0;
-  std::variant<LiteralExpr, NameExpr, ListExpr, DictExpr, UnaryExpr, BinaryExpr, CompareExpr, AttributeExpr,
-               ItemExpr, SliceExpr, CallExpr, FilterExpr, TestExpr, ConditionalExpr>
+  std::variant<LiteralExpr, NameExpr, ListExpr, DictExpr, UnaryExpr, BinaryExpr, CompareExpr, AttributeExpr, ItemExpr,
+               SliceExpr, CallExpr, FilterExpr, TestExpr, ConditionalExpr>
       node;
 };
 
@@ -162,8 +162,8 @@ struct ContinueStmt {};
 
 struct Stmt {
   int line = 0;
-  std::variant<TextStmt, OutputStmt, IfStmt, ForStmt, SetStmt, SetBlockStmt, MacroStmt, CallBlockStmt,
-               FilterBlockStmt, WithStmt, BreakStmt, ContinueStmt>
+  std::variant<TextStmt, OutputStmt, IfStmt, ForStmt, SetStmt, SetBlockStmt, MacroStmt, CallBlockStmt, FilterBlockStmt,
+               WithStmt, BreakStmt, ContinueStmt>
       node;
 };
 

@@ -64,7 +64,8 @@ bool test_sameas(Evaluator&, const Value& input, CallArgs& args) {
   BoundArgs bound("sameas", args, {"other"});
   const Value& other = bound.get(0);
   if (input.is_none() || other.is_none()) return input.is_none() && other.is_none();
-  if (input.is_bool() || other.is_bool()) return input.is_bool() && other.is_bool() && input.as_bool() == other.as_bool();
+  if (input.is_bool() || other.is_bool())
+    return input.is_bool() && other.is_bool() && input.as_bool() == other.as_bool();
   if (input.is_list() && other.is_list()) return &input.as_list() == &other.as_list();
   if (input.is_dict() && other.is_dict()) return &input.as_dict() == &other.as_dict();
   if (input.is_object() && other.is_object()) return &input.as_object() == &other.as_object();
@@ -95,21 +96,44 @@ bool test_escaped(Evaluator&, const Value&, CallArgs&) { return false; }
 
 const std::unordered_map<std::string_view, TestFn>& tests() {
   static const std::unordered_map<std::string_view, TestFn> table = {
-      {"boolean", test_boolean},   {"callable", test_callable},   {"defined", test_defined},
-      {"divisibleby", test_divisibleby}, {"escaped", test_escaped}, {"even", test_even},
-      {"false", test_false},       {"filter", test_filter},       {"float", test_float},
-      {"in", test_in},             {"integer", test_integer},     {"iterable", test_iterable},
-      {"lower", test_lower},       {"mapping", test_mapping},     {"none", test_none},
-      {"number", test_number},     {"odd", test_odd},             {"sameas", test_sameas},
-      {"sequence", test_sequence}, {"string", test_string},       {"test", test_test},
-      {"true", test_true},         {"undefined", test_undefined}, {"upper", test_upper},
-      {"eq", test_compare<CompareOp::kEq>},       {"equalto", test_compare<CompareOp::kEq>},
-      {"==", test_compare<CompareOp::kEq>},       {"ne", test_compare<CompareOp::kNe>},
-      {"!=", test_compare<CompareOp::kNe>},       {"lt", test_compare<CompareOp::kLt>},
-      {"lessthan", test_compare<CompareOp::kLt>}, {"<", test_compare<CompareOp::kLt>},
-      {"le", test_compare<CompareOp::kLe>},       {"<=", test_compare<CompareOp::kLe>},
-      {"gt", test_compare<CompareOp::kGt>},       {"greaterthan", test_compare<CompareOp::kGt>},
-      {">", test_compare<CompareOp::kGt>},        {"ge", test_compare<CompareOp::kGe>},
+      {"boolean", test_boolean},
+      {"callable", test_callable},
+      {"defined", test_defined},
+      {"divisibleby", test_divisibleby},
+      {"escaped", test_escaped},
+      {"even", test_even},
+      {"false", test_false},
+      {"filter", test_filter},
+      {"float", test_float},
+      {"in", test_in},
+      {"integer", test_integer},
+      {"iterable", test_iterable},
+      {"lower", test_lower},
+      {"mapping", test_mapping},
+      {"none", test_none},
+      {"number", test_number},
+      {"odd", test_odd},
+      {"sameas", test_sameas},
+      {"sequence", test_sequence},
+      {"string", test_string},
+      {"test", test_test},
+      {"true", test_true},
+      {"undefined", test_undefined},
+      {"upper", test_upper},
+      {"eq", test_compare<CompareOp::kEq>},
+      {"equalto", test_compare<CompareOp::kEq>},
+      {"==", test_compare<CompareOp::kEq>},
+      {"ne", test_compare<CompareOp::kNe>},
+      {"!=", test_compare<CompareOp::kNe>},
+      {"lt", test_compare<CompareOp::kLt>},
+      {"lessthan", test_compare<CompareOp::kLt>},
+      {"<", test_compare<CompareOp::kLt>},
+      {"le", test_compare<CompareOp::kLe>},
+      {"<=", test_compare<CompareOp::kLe>},
+      {"gt", test_compare<CompareOp::kGt>},
+      {"greaterthan", test_compare<CompareOp::kGt>},
+      {">", test_compare<CompareOp::kGt>},
+      {"ge", test_compare<CompareOp::kGe>},
       {">=", test_compare<CompareOp::kGe>},
   };
   return table;

@@ -32,15 +32,14 @@ class LoopObject : public Object {
     if (name == "depth") return Value::integer(1);
     if (name == "depth0") return Value::integer(0);
     if (name == "previtem") return index > 0 ? (*items_)[index_ - 1] : Value::undefined("there is no previous item");
-    if (name == "nextitem") return index + 1 < length ? (*items_)[index_ + 1] : Value::undefined("there is no next item");
+    if (name == "nextitem")
+      return index + 1 < length ? (*items_)[index_ + 1] : Value::undefined("there is no next item");
     if (name == "cycle") return cycle_function();
     if (name == "changed") return changed_function();
     return Value::undefined(fmt::format("'LoopContext' object has no attribute '{}'", name));
   }
 
-  std::string repr() const override {
-    return fmt::format("<LoopContext {}/{}>", index_ + 1, items_->size());
-  }
+  std::string repr() const override { return fmt::format("<LoopContext {}/{}>", index_ + 1, items_->size()); }
 
  private:
   Value cycle_function() const {
@@ -387,7 +386,9 @@ Value Evaluator::eval_node(const DictExpr& node, Scope& scope) {
   return Value::dict(std::move(dict));
 }
 
-Value Evaluator::eval_node(const UnaryExpr& node, Scope& scope) { return unary_op(node.op, eval(*node.operand, scope)); }
+Value Evaluator::eval_node(const UnaryExpr& node, Scope& scope) {
+  return unary_op(node.op, eval(*node.operand, scope));
+}
 
 Value Evaluator::eval_node(const BinaryExpr& node, Scope& scope) {
   Value left = eval(*node.left, scope);

@@ -36,7 +36,8 @@ class AttrGetter {
       parts_.push_back(attribute);
     } else if (attribute.is_string()) {
       for (const std::string& part : py_split(attribute.as_string(), std::string("."), -1)) {
-        const bool digits = !part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; });
+        const bool digits =
+            !part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; });
         parts_.push_back(digits ? Value::integer(std::strtoll(part.c_str(), nullptr, 10)) : Value::string(part));
       }
     } else if (!attribute.is_none() && !attribute.is_undefined()) {
@@ -133,12 +134,23 @@ std::string html_escape(std::string_view text) {
   std::string out;
   for (char c : text) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&#34;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out.push_back(c);
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&#34;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out.push_back(c);
     }
   }
   return out;
@@ -175,7 +187,8 @@ Value filter_indent(Evaluator& evaluator, const Value& input, CallArgs& args) {
   BoundArgs bound("indent", args, {"width", "first", "blank"});
   const Value& width = bound.get(0, Value::integer(4));
   if (!width.is_string()) evaluator.check_size(static_cast<size_t>(std::max<int64_t>(bound.get_int(0, 4), 0)));
-  const std::string indentation = width.is_string() ? width.as_string() : std::string(std::max<int64_t>(bound.get_int(0, 4), 0), ' ');
+  const std::string indentation =
+      width.is_string() ? width.as_string() : std::string(std::max<int64_t>(bound.get_int(0, 4), 0), ' ');
   const std::vector<std::string> lines = py_splitlines(input.str() + "\n");
   evaluator.check_size(input.str().size() + lines.size() * indentation.size());
   std::string out;
@@ -215,13 +228,18 @@ Value filter_format(Evaluator& evaluator, const Value& input, CallArgs& args) {
 Value filter_length(Evaluator&, const Value& input, CallArgs& args) {
   BoundArgs bound("length", args, {});
   switch (input.kind()) {
-    case Value::Kind::kUndefined: return Value::integer(0);
-    case Value::Kind::kString: return Value::integer(static_cast<int64_t>(utf8_length(input.as_string())));
-    case Value::Kind::kDict: return Value::integer(static_cast<int64_t>(input.as_dict().size()));
+    case Value::Kind::kUndefined:
+      return Value::integer(0);
+    case Value::Kind::kString:
+      return Value::integer(static_cast<int64_t>(utf8_length(input.as_string())));
+    case Value::Kind::kDict:
+      return Value::integer(static_cast<int64_t>(input.as_dict().size()));
     case Value::Kind::kList:
-      if (input.sequence_kind() != SequenceKind::kIterator) return Value::integer(static_cast<int64_t>(input.items().size()));
+      if (input.sequence_kind() != SequenceKind::kIterator)
+        return Value::integer(static_cast<int64_t>(input.items().size()));
       break;
-    default: break;
+    default:
+      break;
   }
   runtime_error("object of type '{}' has no len()", input.type_name());
 }
@@ -286,7 +304,8 @@ Value filter_dictsort(Evaluator& evaluator, const Value& input, CallArgs& args) 
   const std::string by = bound.get_string(1, "key");
   if (by != "key" && by != "value") runtime_error("You can only sort by either \"key\" or \"value\"");
   std::vector<Value> pairs;
-  for (const auto& [key, value] : input.as_dict().entries()) pairs.push_back(Value::list({key, value}, SequenceKind::kTuple));
+  for (const auto& [key, value] : input.as_dict().entries())
+    pairs.push_back(Value::list({key, value}, SequenceKind::kTuple));
   const AttrGetter getter(Value::integer(by == "key" ? 0 : 1), !bound.get_bool(0, false));
   return Value::list(sorted_items(evaluator, std::move(pairs), getter, bound.get_bool(2, false)));
 }
@@ -315,14 +334,19 @@ Value min_or_max(Evaluator& evaluator, const Value& input, CallArgs& args, bool 
   Value best_key = key(items[0]);
   for (size_t i = 1; i < items.size(); ++i) {
     Value item_key = key(items[i]);
-    const bool better = want_max ? compare_op(CompareOp::kGt, item_key, best_key) : compare_op(CompareOp::kLt, item_key, best_key);
+    const bool better =
+        want_max ? compare_op(CompareOp::kGt, item_key, best_key) : compare_op(CompareOp::kLt, item_key, best_key);
     if (better) best = i, best_key = std::move(item_key);
   }
   return items[best];
 }
 
-Value filter_min(Evaluator& evaluator, const Value& input, CallArgs& args) { return min_or_max(evaluator, input, args, false); }
-Value filter_max(Evaluator& evaluator, const Value& input, CallArgs& args) { return min_or_max(evaluator, input, args, true); }
+Value filter_min(Evaluator& evaluator, const Value& input, CallArgs& args) {
+  return min_or_max(evaluator, input, args, false);
+}
+Value filter_max(Evaluator& evaluator, const Value& input, CallArgs& args) {
+  return min_or_max(evaluator, input, args, true);
+}
 
 Value filter_sum(Evaluator& evaluator, const Value& input, CallArgs& args) {
   BoundArgs bound("sum", args, {"attribute", "start"});
@@ -356,7 +380,8 @@ Value filter_items(Evaluator&, const Value& input, CallArgs& args) {
   if (input.is_undefined()) return iterator_of({});
   if (!input.is_dict()) runtime_error("Can only get item pairs from a mapping.");
   std::vector<Value> pairs;
-  for (const auto& [key, value] : input.as_dict().entries()) pairs.push_back(Value::list({key, value}, SequenceKind::kTuple));
+  for (const auto& [key, value] : input.as_dict().entries())
+    pairs.push_back(Value::list({key, value}, SequenceKind::kTuple));
   return iterator_of(std::move(pairs));
 }
 
@@ -401,7 +426,9 @@ Value select_items(Evaluator& evaluator, const Value& input, CallArgs& args, boo
   const AttrGetter getter(attribute, false);
   const bool has_test = next < args.positional.size();
   const std::string test = has_test ? args.positional[next++].str() : "";
-  CallArgs test_args{std::vector<Value>(args.positional.begin() + static_cast<std::ptrdiff_t>(next), args.positional.end()), args.keyword};
+  CallArgs test_args{
+      std::vector<Value>(args.positional.begin() + static_cast<std::ptrdiff_t>(next), args.positional.end()),
+      args.keyword};
   std::vector<Value> out;
   for (const Value& item : iterate(input)) {
     const Value subject = getter(item);
@@ -412,10 +439,18 @@ Value select_items(Evaluator& evaluator, const Value& input, CallArgs& args, boo
   return iterator_of(std::move(out));
 }
 
-Value filter_select(Evaluator& e, const Value& input, CallArgs& args) { return select_items(e, input, args, true, false); }
-Value filter_reject(Evaluator& e, const Value& input, CallArgs& args) { return select_items(e, input, args, false, false); }
-Value filter_selectattr(Evaluator& e, const Value& input, CallArgs& args) { return select_items(e, input, args, true, true); }
-Value filter_rejectattr(Evaluator& e, const Value& input, CallArgs& args) { return select_items(e, input, args, false, true); }
+Value filter_select(Evaluator& e, const Value& input, CallArgs& args) {
+  return select_items(e, input, args, true, false);
+}
+Value filter_reject(Evaluator& e, const Value& input, CallArgs& args) {
+  return select_items(e, input, args, false, false);
+}
+Value filter_selectattr(Evaluator& e, const Value& input, CallArgs& args) {
+  return select_items(e, input, args, true, true);
+}
+Value filter_rejectattr(Evaluator& e, const Value& input, CallArgs& args) {
+  return select_items(e, input, args, false, true);
+}
 
 Value filter_attr(Evaluator&, const Value& input, CallArgs& args) {
   BoundArgs bound("attr", args, {"name"});
@@ -449,7 +484,8 @@ std::optional<double> parse_python_float(const std::string& raw) {
     const double value = body == "nan" ? NAN : INFINITY;
     return lower[0] == '-' ? -value : value;
   }
-  if (body.empty() || body.find_first_not_of("0123456789.e+-") != std::string::npos || body[0] == 'e') return std::nullopt;
+  if (body.empty() || body.find_first_not_of("0123456789.e+-") != std::string::npos || body[0] == 'e')
+    return std::nullopt;
   char* end = nullptr;
   const double value = std::strtod(text.c_str(), &end);
   if (end != text.c_str() + text.size()) return std::nullopt;
@@ -481,7 +517,8 @@ Value filter_int(Evaluator&, const Value& input, CallArgs& args) {
     return Value::integer(static_cast<int64_t>(number));
   }
   if (!input.is_string()) return fallback;
-  if (auto value = parse_python_int(input.as_string(), static_cast<int>(bound.get_int(1, 10)))) return Value::integer(*value);
+  if (auto value = parse_python_int(input.as_string(), static_cast<int>(bound.get_int(1, 10))))
+    return Value::integer(*value);
   if (auto value = parse_python_float(input.as_string()); value && std::isfinite(*value)) {
     return Value::integer(static_cast<int64_t>(*value));
   }
@@ -520,7 +557,8 @@ Value filter_round(Evaluator&, const Value& input, CallArgs& args) {
   BoundArgs bound("round", args, {"precision", "method"});
   const int64_t precision = bound.get_int(0, 0);
   const std::string method = bound.get_string(1, "common");
-  if (method != "common" && method != "ceil" && method != "floor") runtime_error("method must be common, ceil or floor");
+  if (method != "common" && method != "ceil" && method != "floor")
+    runtime_error("method must be common, ceil or floor");
   if (!input.is_number()) runtime_error("type {} doesn't define __round__ method", input.type_name());
   if (method == "common") {
     if (input.is_int()) {
@@ -561,20 +599,48 @@ Value filter_tojson(Evaluator& evaluator, const Value& input, CallArgs& args) {
 
 const std::unordered_map<std::string_view, FilterFn>& filters() {
   static const std::unordered_map<std::string_view, FilterFn> table = {
-      {"abs", filter_abs},           {"attr", filter_attr},         {"batch", filter_batch},
-      {"capitalize", filter_capitalize}, {"center", filter_center}, {"count", filter_length},
-      {"d", filter_default},         {"default", filter_default},   {"dictsort", filter_dictsort},
-      {"e", filter_escape},          {"escape", filter_escape},     {"first", filter_first},
-      {"float", filter_float},       {"forceescape", filter_escape}, {"format", filter_format},
-      {"indent", filter_indent},     {"int", filter_int},           {"items", filter_items},
-      {"join", filter_join},         {"last", filter_last},         {"length", filter_length},
-      {"list", filter_list},         {"lower", filter_lower},       {"map", filter_map},
-      {"max", filter_max},           {"min", filter_min},           {"reject", filter_reject},
-      {"rejectattr", filter_rejectattr}, {"replace", filter_replace}, {"reverse", filter_reverse},
-      {"round", filter_round},       {"safe", filter_safe},         {"select", filter_select},
-      {"selectattr", filter_selectattr}, {"sort", filter_sort},     {"string", filter_string},
-      {"sum", filter_sum},           {"title", filter_title},       {"tojson", filter_tojson},
-      {"trim", filter_trim},         {"unique", filter_unique},     {"upper", filter_upper},
+      {"abs", filter_abs},
+      {"attr", filter_attr},
+      {"batch", filter_batch},
+      {"capitalize", filter_capitalize},
+      {"center", filter_center},
+      {"count", filter_length},
+      {"d", filter_default},
+      {"default", filter_default},
+      {"dictsort", filter_dictsort},
+      {"e", filter_escape},
+      {"escape", filter_escape},
+      {"first", filter_first},
+      {"float", filter_float},
+      {"forceescape", filter_escape},
+      {"format", filter_format},
+      {"indent", filter_indent},
+      {"int", filter_int},
+      {"items", filter_items},
+      {"join", filter_join},
+      {"last", filter_last},
+      {"length", filter_length},
+      {"list", filter_list},
+      {"lower", filter_lower},
+      {"map", filter_map},
+      {"max", filter_max},
+      {"min", filter_min},
+      {"reject", filter_reject},
+      {"rejectattr", filter_rejectattr},
+      {"replace", filter_replace},
+      {"reverse", filter_reverse},
+      {"round", filter_round},
+      {"safe", filter_safe},
+      {"select", filter_select},
+      {"selectattr", filter_selectattr},
+      {"sort", filter_sort},
+      {"string", filter_string},
+      {"sum", filter_sum},
+      {"title", filter_title},
+      {"tojson", filter_tojson},
+      {"trim", filter_trim},
+      {"unique", filter_unique},
+      {"upper", filter_upper},
       {"wordcount", filter_wordcount},
   };
   return table;

@@ -37,11 +37,13 @@ Spec parse_spec(const std::string& text) {
   }
   if (i < cps.size() && (cps[i] == U'+' || cps[i] == U'-' || cps[i] == U' ')) spec.sign = static_cast<char>(cps[i++]);
   if (i < cps.size() && cps[i] == U'0') spec.zero = true, ++i;
-  for (; i < cps.size() && cps[i] >= U'0' && cps[i] <= U'9'; ++i) spec.width = std::min<int64_t>(spec.width * 10 + (cps[i] - U'0'), 1 << 20);
+  for (; i < cps.size() && cps[i] >= U'0' && cps[i] <= U'9'; ++i)
+    spec.width = std::min<int64_t>(spec.width * 10 + (cps[i] - U'0'), 1 << 20);
   if (i < cps.size() && (cps[i] == U',' || cps[i] == U'_')) spec.grouping = static_cast<char>(cps[i++]);
   if (i < cps.size() && cps[i] == U'.') {
     spec.precision = 0;
-    for (++i; i < cps.size() && cps[i] >= U'0' && cps[i] <= U'9'; ++i) spec.precision = std::min(spec.precision * 10 + static_cast<int>(cps[i] - U'0'), 300);
+    for (++i; i < cps.size() && cps[i] >= U'0' && cps[i] <= U'9'; ++i)
+      spec.precision = std::min(spec.precision * 10 + static_cast<int>(cps[i] - U'0'), 300);
   }
   if (i < cps.size()) spec.type = static_cast<char>(cps[i++]);
   if (i != cps.size()) runtime_error("Invalid format specifier '{}'", text);
@@ -75,19 +77,32 @@ std::string format_float(double value, const Spec& spec) {
 std::string format_number(const Value& value, const Spec& spec) {
   std::string body;
   bool negative = false;
-  const bool integral = value.is_int() && spec.type != 'f' && spec.type != 'e' && spec.type != 'g' && spec.type != '%' &&
-                        spec.type != 'F' && spec.type != 'E' && spec.type != 'G';
+  const bool integral = value.is_int() && spec.type != 'f' && spec.type != 'e' && spec.type != 'g' &&
+                        spec.type != '%' && spec.type != 'F' && spec.type != 'E' && spec.type != 'G';
   if (integral) {
     const int64_t number = value.as_int();
     negative = number < 0;
     const unsigned long long magnitude = negative ? 0ULL - static_cast<unsigned long long>(number) : number;
     switch (spec.type) {
-      case 0: case 'd': case 'n': body = std::to_string(magnitude); break;
-      case 'x': body = fmt::format("{:x}", magnitude); break;
-      case 'X': body = fmt::format("{:X}", magnitude); break;
-      case 'o': body = fmt::format("{:o}", magnitude); break;
-      case 'b': body = fmt::format("{:b}", magnitude); break;
-      default: runtime_error("Unknown format code '{}' for object of type 'int'", spec.type);
+      case 0:
+      case 'd':
+      case 'n':
+        body = std::to_string(magnitude);
+        break;
+      case 'x':
+        body = fmt::format("{:x}", magnitude);
+        break;
+      case 'X':
+        body = fmt::format("{:X}", magnitude);
+        break;
+      case 'o':
+        body = fmt::format("{:o}", magnitude);
+        break;
+      case 'b':
+        body = fmt::format("{:b}", magnitude);
+        break;
+      default:
+        runtime_error("Unknown format code '{}' for object of type 'int'", spec.type);
     }
   } else {
     if (value.is_float() && std::string_view("dxXob").find(spec.type) != std::string_view::npos && spec.type) {
@@ -142,10 +157,12 @@ Value lookup_field(const std::string& field, const CallArgs& args, size_t& auto_
   Value value;
   if (head.empty() || std::all_of(head.begin(), head.end(), [](char c) { return c >= '0' && c <= '9'; })) {
     const size_t index = head.empty() ? auto_index++ : std::stoul(head);
-    if (index >= args.positional.size()) runtime_error("Replacement index {} out of range for positional args tuple", index);
+    if (index >= args.positional.size())
+      runtime_error("Replacement index {} out of range for positional args tuple", index);
     value = args.positional[index];
   } else {
-    const auto it = std::find_if(args.keyword.begin(), args.keyword.end(), [&](const auto& kv) { return kv.first == head; });
+    const auto it =
+        std::find_if(args.keyword.begin(), args.keyword.end(), [&](const auto& kv) { return kv.first == head; });
     if (it == args.keyword.end()) runtime_error("KeyError: '{}'", head);
     value = it->second;
   }
@@ -158,7 +175,8 @@ Value lookup_field(const std::string& field, const CallArgs& args, size_t& auto_
       const size_t close = field.find(']', end);
       if (close == std::string::npos) runtime_error("Missing ']' in format string");
       const std::string key = field.substr(end + 1, close - end - 1);
-      const bool digits = !key.empty() && std::all_of(key.begin(), key.end(), [](char c) { return c >= '0' && c <= '9'; });
+      const bool digits =
+          !key.empty() && std::all_of(key.begin(), key.end(), [](char c) { return c >= '0' && c <= '9'; });
       value = get_item(value, digits ? Value::integer(std::stoll(key)) : Value::string(key));
       end = close + 1;
     }
@@ -192,7 +210,8 @@ std::string python_format(Evaluator& evaluator, const std::string& format, const
     if (close == std::string::npos) runtime_error("Single '{{' encountered in format string");
     std::string field = format.substr(i + 1, close - i - 1);
     std::string spec;
-    if (const size_t colon = field.find(':'); colon != std::string::npos) spec = field.substr(colon + 1), field.resize(colon);
+    if (const size_t colon = field.find(':'); colon != std::string::npos)
+      spec = field.substr(colon + 1), field.resize(colon);
     char conversion = 0;
     if (const size_t bang = field.find('!'); bang != std::string::npos) {
       conversion = bang + 1 < field.size() ? field[bang + 1] : 0;

@@ -25,7 +25,8 @@ Value global_range(Evaluator& evaluator, CallArgs& args) {
   const int64_t step = bounds.size() == 3 ? bounds[2] : 1;
   if (step == 0) runtime_error("range() arg 3 must not be zero");
   const long double span = step > 0 ? static_cast<long double>(stop) - start : static_cast<long double>(start) - stop;
-  const long double count = span <= 0 ? 0 : (span + std::abs(static_cast<long double>(step)) - 1) / std::abs(static_cast<long double>(step));
+  const long double count =
+      span <= 0 ? 0 : (span + std::abs(static_cast<long double>(step)) - 1) / std::abs(static_cast<long double>(step));
   if (count > kMaxRange) {
     runtime_error("Range too big. The sandbox blocks ranges larger than MAX_RANGE ({}).", kMaxRange);
   }

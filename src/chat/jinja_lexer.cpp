@@ -155,7 +155,8 @@ class Lexer {
       pos_ = skip_py_space(src_, pos_);
       if (pos_ != start) continue;
       if (pos_ >= src_.size()) {
-        syntax_error(src_, tag, block ? "unexpected end of template, missing '%}'" : "unexpected end of template, missing '}}'");
+        syntax_error(src_, tag,
+                     block ? "unexpected end of template, missing '%}'" : "unexpected end of template, missing '}}'");
       }
       if (lex_number() || lex_name() || lex_string()) continue;
       lex_operator(open_brackets);
@@ -175,7 +176,8 @@ class Lexer {
   }
 
   size_t digits_end(size_t pos) const {  // (\d+_)*\d+
-    while (pos < src_.size() && (is_digit(src_[pos]) || (src_[pos] == '_' && pos + 1 < src_.size() && is_digit(src_[pos + 1])))) {
+    while (pos < src_.size() &&
+           (is_digit(src_[pos]) || (src_[pos] == '_' && pos + 1 < src_.size() && is_digit(src_[pos + 1])))) {
       ++pos;
     }
     return pos;
@@ -184,7 +186,8 @@ class Lexer {
   bool lex_number() {
     if (!is_digit(src_[pos_])) return false;
     const size_t start = pos_;
-    if (src_[pos_] == '0' && pos_ + 1 < src_.size() && std::string_view("xXoObB").find(src_[pos_ + 1]) != std::string_view::npos) {
+    if (src_[pos_] == '0' && pos_ + 1 < src_.size() &&
+        std::string_view("xXoObB").find(src_[pos_ + 1]) != std::string_view::npos) {
       return lex_prefixed_integer();
     }
     size_t end = digits_end(pos_);
@@ -273,20 +276,47 @@ class Lexer {
       }
       const char c = body[++i];
       switch (c) {
-        case '\n': break;
-        case '\\': out.push_back('\\'); break;
-        case '\'': out.push_back('\''); break;
-        case '"': out.push_back('"'); break;
-        case 'a': out.push_back('\a'); break;
-        case 'b': out.push_back('\b'); break;
-        case 'f': out.push_back('\f'); break;
-        case 'n': out.push_back('\n'); break;
-        case 'r': out.push_back('\r'); break;
-        case 't': out.push_back('\t'); break;
-        case 'v': out.push_back('\v'); break;
-        case 'x': i = append_hex_escape(out, body, i, 2, offset); break;
-        case 'u': i = append_hex_escape(out, body, i, 4, offset); break;
-        case 'U': i = append_hex_escape(out, body, i, 8, offset); break;
+        case '\n':
+          break;
+        case '\\':
+          out.push_back('\\');
+          break;
+        case '\'':
+          out.push_back('\'');
+          break;
+        case '"':
+          out.push_back('"');
+          break;
+        case 'a':
+          out.push_back('\a');
+          break;
+        case 'b':
+          out.push_back('\b');
+          break;
+        case 'f':
+          out.push_back('\f');
+          break;
+        case 'n':
+          out.push_back('\n');
+          break;
+        case 'r':
+          out.push_back('\r');
+          break;
+        case 't':
+          out.push_back('\t');
+          break;
+        case 'v':
+          out.push_back('\v');
+          break;
+        case 'x':
+          i = append_hex_escape(out, body, i, 2, offset);
+          break;
+        case 'u':
+          i = append_hex_escape(out, body, i, 4, offset);
+          break;
+        case 'U':
+          i = append_hex_escape(out, body, i, 8, offset);
+          break;
         default:
           if (c >= '0' && c <= '7') {
             i = append_octal_escape(out, body, i);
@@ -304,7 +334,8 @@ class Lexer {
     const std::string digits(body.substr(i + 1, num_digits));
     char* end = nullptr;
     const unsigned long cp = digits.size() == num_digits ? std::strtoul(digits.c_str(), &end, 16) : 0;
-    if (end != digits.c_str() + num_digits || cp > 0x10FFFF) syntax_error(src_, offset, "invalid escape in string literal");
+    if (end != digits.c_str() + num_digits || cp > 0x10FFFF)
+      syntax_error(src_, offset, "invalid escape in string literal");
     append_utf8(out, static_cast<char32_t>(cp));
     return i + num_digits;
   }

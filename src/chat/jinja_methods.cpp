@@ -84,7 +84,8 @@ Value str_splitlines(Evaluator&, const Value& self, CallArgs& args) {
 Value str_replace(Evaluator& evaluator, const Value& self, CallArgs& args) {
   BoundArgs bound("replace", args, {"old", "new", "count"});
   if (!bound.get(0).is_string() || !bound.get(1).is_string()) runtime_error("replace() arguments must be str");
-  std::string out = py_replace(self.as_string(), bound.get(0).as_string(), bound.get(1).as_string(), bound.get_int(2, -1));
+  std::string out =
+      py_replace(self.as_string(), bound.get(0).as_string(), bound.get(1).as_string(), bound.get_int(2, -1));
   evaluator.check_size(out.size());
   return Value::string(std::move(out));
 }
@@ -120,7 +121,8 @@ Value str_removesuffix(Evaluator&, const Value& self, CallArgs& args) {
   BoundArgs bound("removesuffix", args, {"suffix"});
   const std::string suffix = bound.get(0).str();
   const std::string& text = self.as_string();
-  const bool has = !suffix.empty() && text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
+  const bool has = !suffix.empty() && text.size() >= suffix.size() &&
+                   text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
   return Value::string(has ? text.substr(0, text.size() - suffix.size()) : text);
 }
 
@@ -175,9 +177,13 @@ Value str_is(Evaluator&, const Value& self, CallArgs& args) {
 }
 
 utf8proc_category_t category_of(char32_t cp) { return utf8proc_category(static_cast<utf8proc_int32_t>(cp)); }
-bool is_alpha(char32_t cp) { return category_of(cp) >= UTF8PROC_CATEGORY_LU && category_of(cp) <= UTF8PROC_CATEGORY_LO; }
+bool is_alpha(char32_t cp) {
+  return category_of(cp) >= UTF8PROC_CATEGORY_LU && category_of(cp) <= UTF8PROC_CATEGORY_LO;
+}
 bool is_digit(char32_t cp) { return category_of(cp) == UTF8PROC_CATEGORY_ND; }
-bool is_alnum(char32_t cp) { return is_alpha(cp) || (category_of(cp) >= UTF8PROC_CATEGORY_ND && category_of(cp) <= UTF8PROC_CATEGORY_NO); }
+bool is_alnum(char32_t cp) {
+  return is_alpha(cp) || (category_of(cp) >= UTF8PROC_CATEGORY_ND && category_of(cp) <= UTF8PROC_CATEGORY_NO);
+}
 
 Value str_isupper(Evaluator&, const Value& self, CallArgs&) {
   const std::string& text = self.as_string();
@@ -221,7 +227,8 @@ Value dict_get(Evaluator&, const Value& self, CallArgs& args) {
 Value dict_items(Evaluator&, const Value& self, CallArgs& args) {
   BoundArgs bound("items", args, {});
   std::vector<Value> pairs;
-  for (const auto& [key, value] : self.as_dict().entries()) pairs.push_back(Value::list({key, value}, SequenceKind::kTuple));
+  for (const auto& [key, value] : self.as_dict().entries())
+    pairs.push_back(Value::list({key, value}, SequenceKind::kTuple));
   return Value::list(std::move(pairs));
 }
 
@@ -261,16 +268,36 @@ Value list_index(Evaluator&, const Value& self, CallArgs& args) {
 
 const std::unordered_map<std::string_view, Method>& string_methods() {
   static const std::unordered_map<std::string_view, Method> table = {
-      {"strip", str_strip},       {"lstrip", str_lstrip},     {"rstrip", str_rstrip},
-      {"upper", str_upper},       {"lower", str_lower},       {"title", str_title},
-      {"capitalize", str_capitalize}, {"split", str_split},   {"rsplit", str_rsplit},
-      {"splitlines", str_splitlines}, {"replace", str_replace}, {"startswith", str_startswith},
-      {"endswith", str_endswith}, {"removeprefix", str_removeprefix}, {"removesuffix", str_removesuffix},
-      {"find", str_find},         {"rfind", str_rfind},       {"index", str_index},
-      {"count", str_count},       {"join", str_join},         {"format", str_format},
-      {"isalpha", str_is<is_alpha>}, {"isdigit", str_is<is_digit>}, {"isalnum", str_is<is_alnum>},
-      {"isspace", str_is<is_py_space>}, {"isupper", str_isupper}, {"islower", str_islower},
-      {"ljust", str_ljust},       {"rjust", str_rjust},       {"center", str_center},
+      {"strip", str_strip},
+      {"lstrip", str_lstrip},
+      {"rstrip", str_rstrip},
+      {"upper", str_upper},
+      {"lower", str_lower},
+      {"title", str_title},
+      {"capitalize", str_capitalize},
+      {"split", str_split},
+      {"rsplit", str_rsplit},
+      {"splitlines", str_splitlines},
+      {"replace", str_replace},
+      {"startswith", str_startswith},
+      {"endswith", str_endswith},
+      {"removeprefix", str_removeprefix},
+      {"removesuffix", str_removesuffix},
+      {"find", str_find},
+      {"rfind", str_rfind},
+      {"index", str_index},
+      {"count", str_count},
+      {"join", str_join},
+      {"format", str_format},
+      {"isalpha", str_is<is_alpha>},
+      {"isdigit", str_is<is_digit>},
+      {"isalnum", str_is<is_alnum>},
+      {"isspace", str_is<is_py_space>},
+      {"isupper", str_isupper},
+      {"islower", str_islower},
+      {"ljust", str_ljust},
+      {"rjust", str_rjust},
+      {"center", str_center},
   };
   return table;
 }
@@ -288,8 +315,9 @@ const std::unordered_map<std::string_view, Method>& list_methods() {
 }
 
 bool is_unsafe(const Value& object, std::string_view name) {
-  static const std::unordered_map<std::string_view, int> list_mutators = {
-      {"append", 0}, {"clear", 0}, {"extend", 0}, {"insert", 0}, {"pop", 0}, {"remove", 0}, {"reverse", 0}, {"sort", 0}};
+  static const std::unordered_map<std::string_view, int> list_mutators = {{"append", 0},  {"clear", 0}, {"extend", 0},
+                                                                          {"insert", 0},  {"pop", 0},   {"remove", 0},
+                                                                          {"reverse", 0}, {"sort", 0}};
   static const std::unordered_map<std::string_view, int> dict_mutators = {
       {"clear", 0}, {"pop", 0}, {"popitem", 0}, {"setdefault", 0}, {"update", 0}};
   if (object.is_list() && object.sequence_kind() == SequenceKind::kList) return list_mutators.count(name) > 0;
@@ -301,7 +329,8 @@ bool is_unsafe(const Value& object, std::string_view name) {
 
 std::optional<Value> builtin_attribute(const Value& object, const std::string& name) {
   if (is_unsafe(object, name)) {
-    return Value::undefined(fmt::format("access to attribute '{}' of '{}' object is unsafe.", name, object.type_name()));
+    return Value::undefined(
+        fmt::format("access to attribute '{}' of '{}' object is unsafe.", name, object.type_name()));
   }
   const std::unordered_map<std::string_view, Method>* table = nullptr;
   if (object.is_string()) {
@@ -315,9 +344,8 @@ std::optional<Value> builtin_attribute(const Value& object, const std::string& n
   const auto it = table->find(name);
   if (it == table->end()) return std::nullopt;
   const Method method = it->second;
-  return Value::function(name, [method, object](Evaluator& evaluator, CallArgs& args) {
-    return method(evaluator, object, args);
-  });
+  return Value::function(
+      name, [method, object](Evaluator& evaluator, CallArgs& args) { return method(evaluator, object, args); });
 }
 
 }  // namespace tide::jinja

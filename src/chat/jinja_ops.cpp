@@ -16,14 +16,22 @@ namespace {
 
 const char* op_symbol(BinaryOp op) {
   switch (op) {
-    case BinaryOp::kAdd: return "+";
-    case BinaryOp::kSub: return "-";
-    case BinaryOp::kMul: return "*";
-    case BinaryOp::kDiv: return "/";
-    case BinaryOp::kFloorDiv: return "//";
-    case BinaryOp::kMod: return "%";
-    case BinaryOp::kPow: return "** or pow()";
-    default: return "?";
+    case BinaryOp::kAdd:
+      return "+";
+    case BinaryOp::kSub:
+      return "-";
+    case BinaryOp::kMul:
+      return "*";
+    case BinaryOp::kDiv:
+      return "/";
+    case BinaryOp::kFloorDiv:
+      return "//";
+    case BinaryOp::kMod:
+      return "%";
+    case BinaryOp::kPow:
+      return "** or pow()";
+    default:
+      return "?";
   }
 }
 
@@ -105,34 +113,47 @@ Value arithmetic(BinaryOp op, const Value& left, const Value& right) {
     const int64_t x = left.as_int();
     const int64_t y = right.as_int();
     switch (op) {
-      case BinaryOp::kAdd: return Value::integer(add_checked(x, y));
-      case BinaryOp::kSub: return Value::integer(sub_checked(x, y));
-      case BinaryOp::kMul: return Value::integer(mul_checked(x, y));
+      case BinaryOp::kAdd:
+        return Value::integer(add_checked(x, y));
+      case BinaryOp::kSub:
+        return Value::integer(sub_checked(x, y));
+      case BinaryOp::kMul:
+        return Value::integer(mul_checked(x, y));
       case BinaryOp::kDiv:
         if (y == 0) runtime_error("division by zero");
         return Value::real(static_cast<double>(x) / static_cast<double>(y));
-      case BinaryOp::kFloorDiv: return Value::integer(int_divmod(x, y).first);
-      case BinaryOp::kMod: return Value::integer(int_divmod(x, y).second);
-      case BinaryOp::kPow: return int_pow(x, y);
-      default: break;
+      case BinaryOp::kFloorDiv:
+        return Value::integer(int_divmod(x, y).first);
+      case BinaryOp::kMod:
+        return Value::integer(int_divmod(x, y).second);
+      case BinaryOp::kPow:
+        return int_pow(x, y);
+      default:
+        break;
     }
   }
   const double x = left.as_number();
   const double y = right.as_number();
   switch (op) {
-    case BinaryOp::kAdd: return Value::real(x + y);
-    case BinaryOp::kSub: return Value::real(x - y);
-    case BinaryOp::kMul: return Value::real(x * y);
+    case BinaryOp::kAdd:
+      return Value::real(x + y);
+    case BinaryOp::kSub:
+      return Value::real(x - y);
+    case BinaryOp::kMul:
+      return Value::real(x * y);
     case BinaryOp::kDiv:
       if (y == 0) runtime_error("float division by zero");
       return Value::real(x / y);
-    case BinaryOp::kFloorDiv: return Value::real(float_divmod(x, y).first);
-    case BinaryOp::kMod: return Value::real(float_divmod(x, y).second);
+    case BinaryOp::kFloorDiv:
+      return Value::real(float_divmod(x, y).first);
+    case BinaryOp::kMod:
+      return Value::real(float_divmod(x, y).second);
     case BinaryOp::kPow:
       if (x == 0 && y < 0) runtime_error("0.0 cannot be raised to a negative power");
       if (x < 0 && y != std::floor(y)) runtime_error("negative number raised to a fractional power");
       return Value::real(std::pow(x, y));
-    default: break;
+    default:
+      break;
   }
   unsupported(op, left, right);
 }
@@ -177,8 +198,10 @@ std::optional<Value> sequence_op(Evaluator& evaluator, BinaryOp op, const Value&
     return Value::list(std::move(items), left.sequence_kind());
   }
   if (op == BinaryOp::kMul) {
-    if ((left.is_string() || is_concrete_sequence(left)) && right.is_int()) return repeat(evaluator, left, right.as_int());
-    if (left.is_int() && (right.is_string() || is_concrete_sequence(right))) return repeat(evaluator, right, left.as_int());
+    if ((left.is_string() || is_concrete_sequence(left)) && right.is_int())
+      return repeat(evaluator, left, right.as_int());
+    if (left.is_int() && (right.is_string() || is_concrete_sequence(right)))
+      return repeat(evaluator, right, left.as_int());
   }
   if (op == BinaryOp::kMod && left.is_string()) {
     const bool tuple = right.is_list() && right.sequence_kind() == SequenceKind::kTuple;
@@ -251,7 +274,17 @@ std::string format_one(const Value& arg, const FormatSpec& spec) {
       append_utf8(text, static_cast<char32_t>(arg.as_int()));
       return pad(std::move(text), spec, false);
     }
-    case 'd': case 'i': case 'x': case 'X': case 'o': case 'f': case 'F': case 'e': case 'E': case 'g': case 'G':
+    case 'd':
+    case 'i':
+    case 'x':
+    case 'X':
+    case 'o':
+    case 'f':
+    case 'F':
+    case 'e':
+    case 'E':
+    case 'g':
+    case 'G':
       return format_number(arg, spec);
     default:
       runtime_error("unsupported format character '{}'", spec.conversion);
@@ -275,10 +308,12 @@ std::string percent_format(const std::string& format, const std::vector<Value>& 
       if (format[i] == '0') spec.zero_pad = true;
       if (format[i] == '+' || (format[i] == ' ' && spec.sign != '+')) spec.sign = format[i];
     }
-    for (; i < format.size() && format[i] >= '0' && format[i] <= '9'; ++i) spec.width = std::min(spec.width * 10 + (format[i] - '0'), 1 << 20);
+    for (; i < format.size() && format[i] >= '0' && format[i] <= '9'; ++i)
+      spec.width = std::min(spec.width * 10 + (format[i] - '0'), 1 << 20);
     if (i < format.size() && format[i] == '.') {
       spec.precision = 0;
-      for (++i; i < format.size() && format[i] >= '0' && format[i] <= '9'; ++i) spec.precision = std::min(spec.precision * 10 + (format[i] - '0'), 400);
+      for (++i; i < format.size() && format[i] >= '0' && format[i] <= '9'; ++i)
+        spec.precision = std::min(spec.precision * 10 + (format[i] - '0'), 400);
     }
     if (i >= format.size()) runtime_error("incomplete format");
     spec.conversion = format[i];
@@ -324,20 +359,29 @@ Value unary_op(UnaryOp op, const Value& operand) {
 bool compare_op(CompareOp op, const Value& left, const Value& right) {
   static constexpr const char* kSymbols[] = {"==", "!=", "<", "<=", ">", ">="};
   switch (op) {
-    case CompareOp::kEq: return equals(left, right);
-    case CompareOp::kNe: return !equals(left, right);
-    case CompareOp::kIn: return contains(right, left);
-    case CompareOp::kNotIn: return !contains(right, left);
-    default: break;
+    case CompareOp::kEq:
+      return equals(left, right);
+    case CompareOp::kNe:
+      return !equals(left, right);
+    case CompareOp::kIn:
+      return contains(right, left);
+    case CompareOp::kNotIn:
+      return !contains(right, left);
+    default:
+      break;
   }
   if (left.is_undefined()) undefined_error(left);
   if (right.is_undefined()) undefined_error(right);
   const int order = compare(left, right, kSymbols[static_cast<int>(op)]);
   switch (op) {
-    case CompareOp::kLt: return order < 0;
-    case CompareOp::kLe: return order <= 0;
-    case CompareOp::kGt: return order > 0;
-    default: return order >= 0;
+    case CompareOp::kLt:
+      return order < 0;
+    case CompareOp::kLe:
+      return order <= 0;
+    case CompareOp::kGt:
+      return order > 0;
+    default:
+      return order >= 0;
   }
 }
 
@@ -370,7 +414,8 @@ Value get_attribute(const Value& object, const std::string& name) {
   } else if (object.is_object()) {
     return object.as_object().get_attr(name);
   }
-  return Value::undefined(fmt::format("'{}' has no attribute '{}'", object.is_dict() ? "dict object" : object.type_name(), name));
+  return Value::undefined(
+      fmt::format("'{}' has no attribute '{}'", object.is_dict() ? "dict object" : object.type_name(), name));
 }
 
 Value get_item(const Value& object, const Value& key) {
@@ -380,7 +425,8 @@ Value get_item(const Value& object, const Value& key) {
   } else if ((object.is_string() || is_concrete_sequence(object)) && key.is_int()) {
     const bool is_text = object.is_string();
     const std::u32string code_points = is_text ? decode_utf8(object.as_string()) : std::u32string();
-    const int64_t size = is_text ? static_cast<int64_t>(code_points.size()) : static_cast<int64_t>(object.items().size());
+    const int64_t size =
+        is_text ? static_cast<int64_t>(code_points.size()) : static_cast<int64_t>(object.items().size());
     int64_t index = key.as_int();
     if (index < 0) index += size;
     if (index >= 0 && index < size) {
@@ -392,7 +438,8 @@ Value get_item(const Value& object, const Value& key) {
     if (auto method = builtin_attribute(object, key.as_string())) return std::move(*method);
     if (object.is_object()) return object.as_object().get_attr(key.as_string());
   }
-  return Value::undefined(fmt::format("'{}' has no attribute {}", object.is_dict() ? "dict object" : object.type_name(), key.repr()));
+  return Value::undefined(
+      fmt::format("'{}' has no attribute {}", object.is_dict() ? "dict object" : object.type_name(), key.repr()));
 }
 
 Value get_slice(const Value& object, const Value& start, const Value& stop, const Value& step) {

@@ -43,14 +43,22 @@ class Parser {
 
   std::string describe(const Token& token) const {
     switch (token.type) {
-      case TokenType::kEnd: return "end of template";
-      case TokenType::kVariableEnd: return "end of print statement";
-      case TokenType::kBlockEnd: return "end of statement block";
-      case TokenType::kData: return "template data";
-      case TokenType::kString: return "string";
-      case TokenType::kInteger: return "integer";
-      case TokenType::kFloat: return "float";
-      default: return "'" + token.text + "'";
+      case TokenType::kEnd:
+        return "end of template";
+      case TokenType::kVariableEnd:
+        return "end of print statement";
+      case TokenType::kBlockEnd:
+        return "end of statement block";
+      case TokenType::kData:
+        return "template data";
+      case TokenType::kString:
+        return "string";
+      case TokenType::kInteger:
+        return "integer";
+      case TokenType::kFloat:
+        return "float";
+      default:
+        return "'" + token.text + "'";
     }
   }
 
@@ -594,7 +602,8 @@ class Parser {
       }
       if (attr.type == TokenType::kInteger) {
         next();
-        return make_expr(token.line, ItemExpr{std::move(node), make_expr(attr.line, LiteralExpr{Value::integer(attr.int_value)})});
+        return make_expr(token.line,
+                         ItemExpr{std::move(node), make_expr(attr.line, LiteralExpr{Value::integer(attr.int_value)})});
       }
       fail_here("expected a name or number after '.'");
     }

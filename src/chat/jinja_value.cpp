@@ -58,7 +58,7 @@ Value Value::none() { return Value(Storage(nullptr)); }
 Value Value::boolean(bool value) { return Value(Storage(value)); }
 Value Value::integer(int64_t value) { return Value(Storage(value)); }
 Value Value::real(double value) { return Value(Storage(value)); }
-Value Value::string(std::string value) { return Value(Storage(std::move(value))); }
+Value Value::string(std::string value) { return Value(Storage(std::make_shared<const std::string>(std::move(value)))); }
 
 Value Value::list(std::vector<Value> items, SequenceKind kind) {
   int depth = 0;
@@ -187,7 +187,7 @@ std::string Value::type_name() const {
     case Kind::kString:
       return "str";
     case Kind::kList:
-      return sequence_kind() == SequenceKind::kList ? "list"
+      return sequence_kind() == SequenceKind::kList    ? "list"
              : sequence_kind() == SequenceKind::kTuple ? "tuple"
                                                        : "generator";
     case Kind::kDict:

@@ -79,9 +79,9 @@ class Value {
   bool is_object() const { return kind() == Kind::kObject; }
 
   bool as_bool() const { return std::get<bool>(storage_); }
-  int64_t as_int() const;     // bool or int
-  double as_number() const;   // bool, int or float
-  const std::string& as_string() const { return std::get<std::string>(storage_); }
+  int64_t as_int() const;    // bool or int
+  double as_number() const;  // bool, int or float
+  const std::string& as_string() const { return *std::get<std::shared_ptr<const std::string>>(storage_); }
   const List& as_list() const { return *std::get<std::shared_ptr<const List>>(storage_); }
   const std::vector<Value>& items() const;
   SequenceKind sequence_kind() const;
@@ -110,9 +110,10 @@ class Value {
   struct UndefinedState {
     std::shared_ptr<const std::string> hint;
   };
-  using Storage = std::variant<UndefinedState, std::nullptr_t, bool, int64_t, double, std::string,
-                               std::shared_ptr<const List>, std::shared_ptr<const Dict>,
-                               std::shared_ptr<const Function>, std::shared_ptr<Object>>;
+  // Strings are shared, not copied, when values are (message contents are read many times).
+  using Storage = std::variant<UndefinedState, std::nullptr_t, bool, int64_t, double,
+                               std::shared_ptr<const std::string>, std::shared_ptr<const List>,
+                               std::shared_ptr<const Dict>, std::shared_ptr<const Function>, std::shared_ptr<Object>>;
   explicit Value(Storage storage) : storage_(std::move(storage)) {}
 
   Storage storage_;

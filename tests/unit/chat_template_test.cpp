@@ -93,8 +93,9 @@ TEST_F(ChatTemplateDir, SpecialTokensAsAddedTokenObjects) {
 }
 
 TEST_F(ChatTemplateDir, NamedTemplates) {
-  write("tokenizer_config.json",
-        R"({"chat_template": [{"name": "default", "template": "D"}, {"name": "tool_use", "template": "T{{ tools|length }}"}]})");
+  write(
+      "tokenizer_config.json",
+      R"({"chat_template": [{"name": "default", "template": "D"}, {"name": "tool_use", "template": "T{{ tools|length }}"}]})");
   EXPECT_EQ(ChatTemplate::from_model_dir(dir_)->render({}), "D");
   ChatTemplateInputs inputs;
   inputs.tools = nlohmann::json::array({{{"type", "function"}}});

@@ -62,6 +62,10 @@ TEST_P(JinjaFixture, MatchesPythonJinja2) {
   const Json& c = GetParam().data;
   const std::string source = c["template"].get<std::string>();
   SCOPED_TRACE("template: " + source);
+  if (c.contains("tide_divergence")) {  // jinja2 renders it; tide deliberately refuses (the reason is in the case)
+    error_of([&] { render(source, c["vars"]); });
+    return;
+  }
   if (c.contains("expected")) {
     std::string rendered;
     ASSERT_NO_THROW(rendered = render(source, c["vars"])) << "jinja2 rendered: " << c["expected"].get<std::string>();
@@ -121,7 +125,8 @@ TEST(JinjaLimits, InfiniteMacroRecursion) {
 }
 
 TEST(JinjaLimits, ExponentialMacroCalls) {
-  const std::string source = "{% macro f(n) %}{% if n > 0 %}{{ f(n - 1) }}{{ f(n - 1) }}{% endif %}{% endmacro %}{{ f(60) }}";
+  const std::string source =
+      "{% macro f(n) %}{% if n > 0 %}{{ f(n - 1) }}{{ f(n - 1) }}{% endif %}{% endmacro %}{{ f(60) }}";
   RenderLimits limits;
   limits.max_work = 2'000'000;
   const std::string message = error_of([&] { render(source, Json::object(), limits); });
@@ -144,8 +149,11 @@ TEST(JinjaLimits, OutputSize) {
 
 TEST(JinjaLimits, StringDoubling) {
   const std::string source =
-      "{% set ns = namespace(s='ab') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s|length }}";
-  EXPECT_NE(error_of([&] { render(source); }).find("longer than the limit"), std::string::npos);
+      "{% set ns = namespace(s='ab') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s|length "
+      "}}";
+  RenderLimits limits;
+  limits.max_output_bytes = 1 << 20;
+  EXPECT_NE(error_of([&] { render(source, Json::object(), limits); }).find("longer than the limit"), std::string::npos);
 }
 
 TEST(JinjaLimits, StringRepeat) {
@@ -161,7 +169,8 @@ TEST(JinjaLimits, DeepParserNesting) {
 }
 
 TEST(JinjaLimits, DeepValueNesting) {
-  const std::string source = "{% set ns = namespace(v=[]) %}{% for i in range(5000) %}{% set ns.v = [ns.v] %}{% endfor %}{{ ns.v }}";
+  const std::string source =
+      "{% set ns = namespace(v=[]) %}{% for i in range(5000) %}{% set ns.v = [ns.v] %}{% endfor %}{{ ns.v }}";
   EXPECT_NE(error_of([&] { render(source); }).find("nested deeper"), std::string::npos);
 }
 

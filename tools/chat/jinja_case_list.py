@@ -1,4 +1,5 @@
-"""The cases tools/chat/jinja_cases.py renders: (name, template, variables). Names are unique identifiers."""
+"""The cases tools/chat/jinja_cases.py renders: (name, template, variables, divergence). Names are unique
+identifiers; `divergence` (None for almost all) says why tide deliberately throws where jinja2 renders."""
 
 MSGS = [
     {"role": "system", "content": "You are helpful."},
@@ -15,8 +16,8 @@ PEOPLE = [
 CASES = []
 
 
-def case(case_name, template, **variables):
-    CASES.append((case_name, template, variables))
+def case(case_name, template, divergence=None, **variables):
+    CASES.append((case_name, template, variables, divergence))
 
 
 # --- lexer and whitespace control ---
@@ -454,3 +455,30 @@ CALL {{ c.function.name }}({% for k, v in (c.function.arguments.items() if c.fun
 {%- endfor %}
 """
 case("tools_indent_json", TOOLS_INDENT, messages=TOOL_MSGS, tools=TOOLS)
+
+# --- more corners ---
+case("percent_operator", "{{ '%s-%s' % (1, 'b') }} {{ '%05.1f' % 2.25 }} {{ '%d%%' % 50 }} {{ 'x=%r' % 'y' }}")
+case("float_results", "{{ 1 / 3 }} {{ 2 ** 0.5 }} {{ 10 / 3 * 3 }} {{ 1e308 * 10 }} {{ -1e308 * 10 }} {{ 0.1 * 3 }}")
+case("tuple_index_and_items", "{{ (1, 2)[0] }} {{ d.items()|list|first }} {{ (d.items()|list)[1][0] }}", d={"k": "v", "j": "w"})
+case("defined_and_truthy", "{{ 'a' if x is defined and x else 'b' }}{{ 'a' if y is defined and y else 'b' }}", x="", y="ok")
+case("set_in_nested_blocks", "{% set ns = namespace(out='') %}{% for m in messages %}{% if m.role != 'system' %}{% set ns.out = ns.out ~ m.role[0] %}{% endif %}{% endfor %}{{ ns.out }}",
+     messages=MSGS)
+case("tojson_unicode_keys", "{{ {'clé': 'välue', 'emoji': '🎉'}|tojson }}")
+case("whitespace_realistic", """{%- for m in messages -%}
+  {#- a comment line -#}
+  {%- if m.role == 'user' %}
+    USER: {{ m.content }}
+  {%- elif m.role == 'assistant' %}
+    BOT: {{ m.content }}
+  {% endif %}
+{%- endfor %}
+""", messages=MSGS)
+case("lstrip_after_expression_line", "{{ 'a' }}\n    {% if true %}b{% endif %}\n  {# c #}  d")
+case("string_multiplication_in_loop", "{% for i in range(3) %}{{ '-' * loop.index }}|{% endfor %}")
+case("undefined_in_string_filters", "[{{ nope|trim }}][{{ nope|upper }}][{{ nope|string }}][{{ nope|default('x')|upper }}]")
+case("dict_iteration_order", "{% for k, v in d.items() %}{{ k }}{% endfor %}|{{ d|dictsort|first }}", d={"zeta": 1, "alpha": 2, "mid": 3})
+case("none_content_handling", "{% for m in messages %}[{{ m.content if m.content is not none else '' }}]{% endfor %}",
+     messages=[{"role": "assistant", "content": None}, {"role": "user", "content": "x"}])
+case("content_list_parts", "{% for m in messages %}{% if m.content is string %}{{ m.content }}{% else %}{% for p in m.content if p.type == 'text' %}{{ p.text }}{% endfor %}{% endif %}|{% endfor %}",
+     messages=[{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "describe"}]}, {"role": "user", "content": "plain"}])
+case("int_overflow_pow", "{{ 10 ** 20 }}", divergence="tide's integers are 64-bit: overflow is an error")

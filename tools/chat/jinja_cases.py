@@ -6,7 +6,7 @@ Usage: python3 tools/chat/jinja_cases.py [output.json]   (needs python3-jinja2; 
 
 Each case: name, template, vars, and either "expected" (the rendered text) or "error" (the exception text) with
 "error_type" and, for raise_exception, "exact_error": true (tide must throw exactly that message); syntax errors
-carry "error_line".
+carry "error_line". A case where tide deliberately differs carries "tide_divergence" (why tide throws instead).
 """
 import json
 import os
@@ -80,10 +80,12 @@ def main():
     env = make_env()
     names = set()
     cases = []
-    for name, template, variables in CASES:
+    for name, template, variables, divergence in CASES:
         assert name not in names, f"duplicate case name {name}"
         names.add(name)
         cases.append(render_case(env, name, template, variables))
+        if divergence:
+            cases[-1]["tide_divergence"] = divergence
     with open(out, "w", encoding="utf-8") as f:
         json.dump({"jinja2_version": jinja2.__version__, "cases": cases}, f, ensure_ascii=False, indent=1)
         f.write("\n")
