@@ -15,11 +15,13 @@ namespace tide {
 
 // What a template sees besides the special tokens.
 struct ChatTemplateInputs {
-  nlohmann::json messages = nlohmann::json::array();  // [{"role", "content", ...}] as the client sent them
+  // Ordered: objects keep the client's key order, as transformers' templates see them (tojson of tools).
+  nlohmann::ordered_json messages = nlohmann::ordered_json::array();  // [{"role", "content", ...}] as sent
   bool add_generation_prompt = true;
-  nlohmann::json tools;                             // null, or the request's tools array
-  nlohmann::json documents;                         // null, or documents for retrieval-augmented generation
-  nlohmann::json extra = nlohmann::json::object();  // more variables (chat_template_kwargs); do not override the above
+  nlohmann::ordered_json tools;      // null, or the request's tools array
+  nlohmann::ordered_json documents;  // null, or documents for retrieval-augmented generation
+  // More variables (chat_template_kwargs); they do not override the above.
+  nlohmann::ordered_json extra = nlohmann::ordered_json::object();
 };
 
 class ChatTemplate {

@@ -9,7 +9,8 @@
 namespace tide::server {
 namespace {
 
-using nlohmann::json;
+// Bodies keep the client's key order (tools and their parameters reach the chat template as sent).
+using json = nlohmann::ordered_json;
 
 constexpr int kMaxNestingDepth = 64;  // deeper bodies are refused (no template should walk them)
 constexpr int kMaxLogprobs = 20;      // vLLM's limit

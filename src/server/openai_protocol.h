@@ -38,11 +38,11 @@ struct CompletionRequest : GenerationRequest {
 };
 
 struct ChatRequest : GenerationRequest {
-  nlohmann::json messages;            // as sent, with content given as text parts joined into a string
+  nlohmann::ordered_json messages;            // as sent, with content given as text parts joined into a string
   bool add_generation_prompt = true;
-  nlohmann::json tools;               // null or an array
-  nlohmann::json documents;           // null or an array
-  nlohmann::json chat_template_kwargs = nlohmann::json::object();
+  nlohmann::ordered_json tools;               // null or an array
+  nlohmann::ordered_json documents;           // null or an array
+  nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();
   int top_logprobs = 0;               // with logprobs: options.logprobs = top_logprobs
 };
 
@@ -51,9 +51,9 @@ inline constexpr int64_t kDefaultCompletionMaxTokens = 16;
 
 // Parses a JSON body; throws ApiError 400 for invalid JSON (including invalid UTF-8), wrong types and values out
 // of range.
-nlohmann::json parse_body(std::string_view body);
-CompletionRequest parse_completion_request(const nlohmann::json& body);
-ChatRequest parse_chat_request(const nlohmann::json& body);
+nlohmann::ordered_json parse_body(std::string_view body);
+CompletionRequest parse_completion_request(const nlohmann::ordered_json& body);
+ChatRequest parse_chat_request(const nlohmann::ordered_json& body);
 
 // /tokenize: {"prompt": text, "add_special_tokens"?} or {"messages": [...], "add_generation_prompt"?, ...}.
 struct TokenizeRequest {
@@ -62,13 +62,13 @@ struct TokenizeRequest {
   std::optional<ChatRequest> chat;  // when messages were given
   bool add_special_tokens = true;
 };
-TokenizeRequest parse_tokenize_request(const nlohmann::json& body);
+TokenizeRequest parse_tokenize_request(const nlohmann::ordered_json& body);
 
 // /detokenize: {"tokens": [ids]}.
 struct DetokenizeRequest {
   std::optional<std::string> model;
   std::vector<int32_t> tokens;
 };
-DetokenizeRequest parse_detokenize_request(const nlohmann::json& body);
+DetokenizeRequest parse_detokenize_request(const nlohmann::ordered_json& body);
 
 }  // namespace tide::server

@@ -124,5 +124,15 @@ TEST_F(ChatTemplateDir, ExtraVariablesAndInvalidTemplate) {
   EXPECT_THROW(ChatTemplate::from_model_dir(dir_, dir_ / "missing.jinja"), Error);
 }
 
+TEST_F(ChatTemplateDir, ToolsKeepTheClientsKeyOrder) {
+  // transformers renders tools with tojson in the order the client wrote the keys, not sorted.
+  ChatTemplate chat("{{ tools | tojson }}", nlohmann::json::object());
+  ChatTemplateInputs inputs;
+  inputs.tools = nlohmann::ordered_json::parse(
+      R"([{"type": "function", "function": {"name": "f", "parameters": {"zeta": 1, "alpha": 2}}}])");
+  EXPECT_EQ(chat.render(inputs),
+            R"([{"type": "function", "function": {"name": "f", "parameters": {"zeta": 1, "alpha": 2}}}])");
+}
+
 }  // namespace
 }  // namespace tide
