@@ -1,13 +1,19 @@
 #!/usr/bin/env bash
-# Installs tide's build and test dependencies from Debian 12 packages (nodejs and npm run the server tests). Idempotent; needs root (or sudo).
+# Installs tide's build and test dependencies from Debian 12 packages (nodejs and npm run the server tests).
+# Idempotent; needs root (or sudo).
 set -euo pipefail
 packages=(
   build-essential cmake ninja-build ccache pkg-config
   nlohmann-json3-dev libcli11-dev libfmt-dev
   libutf8proc-dev libpcre2-dev libopenblas-dev libxxhash-dev
   libgtest-dev libgmock-dev
-  libcpp-httplib-dev nodejs npm
+  libcpp-httplib-dev
 )
+# Node.js and npm run the server tests: Debian's packages, unless a node and npm are already installed
+# (e.g. NodeSource's nodejs, which bundles npm and conflicts with Debian's npm package).
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+  packages+=(nodejs npm)
+fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
