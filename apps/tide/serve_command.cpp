@@ -54,6 +54,7 @@ void run_serve(const ServeArgs& args) {
   options.max_num_seqs = args.max_num_seqs;
   options.max_num_batched_tokens = args.max_num_batched_tokens;
   options.max_model_len = args.max_model_len;
+  options.load_progress = server::load_progress_printer();
 
   server::ServerOptions so;
   so.host = args.host;

@@ -172,15 +172,36 @@ Cohere2Weights Cohere2Weights::load(const ModelConfig& c, const Checkpoint& ckpt
   }
   if (fp8 && !backend.supports_fp8()) fail("the {} backend does not run FP8 models yet", backend.name());
 
+  // Progress in checkpoint bytes: the embedding (and lm_head), then each layer.
+  auto linear_bytes = [](const std::vector<LinearInfo>& parts) {
+    int64_t n = 0;
+    for (const LinearInfo& p : parts) n += static_cast<int64_t>(p.weight->nbytes + (p.scale ? p.scale->nbytes : 0));
+    return n;
+  };
+  std::vector<int64_t> layer_bytes;
+  int64_t total = static_cast<int64_t>(embed.nbytes + norm.nbytes + (lm_head ? lm_head->nbytes : 0)), done = 0;
+  for (const LayerInfos& li : infos) {
+    layer_bytes.push_back(static_cast<int64_t>(li.norm->nbytes) + linear_bytes(li.qkv) + linear_bytes({li.o}) +
+                          linear_bytes(li.gate_up) + linear_bytes({li.down}));
+    total += layer_bytes.back();
+  }
+  auto advance = [&](int64_t bytes) {
+    done += bytes;
+    if (options.progress) options.progress(done, total);
+  };
+
   Cohere2Weights w;
   w.embed = upload_one(backend, embed);
   w.lm_head = lm_head ? upload_one(backend, *lm_head) : w.embed;
   w.final_norm = upload_one(backend, norm);
+  advance(static_cast<int64_t>(embed.nbytes + norm.nbytes + (lm_head ? lm_head->nbytes : 0)));
   const bool q = options.quantize_fp8;
-  for (const LayerInfos& li : infos) {
+  for (size_t i = 0; i < infos.size(); ++i) {
+    const LayerInfos& li = infos[i];
     w.layers.push_back(LayerWeights{upload_one(backend, *li.norm), upload_linear(backend, li.qkv, q),
                                     upload_linear(backend, {li.o}, q), upload_linear(backend, li.gate_up, q),
                                     upload_linear(backend, {li.down}, q)});
+    advance(layer_bytes[i]);
   }
   return w;
 }

@@ -2,6 +2,8 @@
 // q/k/v and gate/up are fused at load (rows concatenated) so each is one matmul on every backend.
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "backend/backend.h"
@@ -32,6 +34,8 @@ struct WeightLoadOptions {
   // Quantize the linear layers of a BF16 / F16 / F32 checkpoint to FP8 at load (rowwise, core/fp8.h);
   // embedding, lm_head and norms stay as they are.
   bool quantize_fp8 = false;
+  // Called after each tensor is uploaded with the checkpoint bytes read so far and in all (progress display).
+  std::function<void(int64_t done, int64_t total)> progress;
 };
 
 struct Cohere2Weights {

@@ -5,6 +5,9 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
+#include <memory>
+
+#include <unistd.h>
 #include <thread>
 
 #include <fmt/format.h>
@@ -34,6 +37,32 @@ void log_line(const std::string& line) {
   std::lock_guard lock(mutex);
   std::fprintf(stderr, "%s tide serve: %s\n", stamp, line.c_str());
   std::fflush(stderr);
+}
+
+std::function<void(int64_t, int64_t)> load_progress_printer() {
+  const bool terminal = isatty(fileno(stderr)) != 0;
+  auto last_tenth = std::make_shared<int64_t>(-1);
+  return [terminal, last_tenth](int64_t done, int64_t total) {
+    const double fraction = total > 0 ? static_cast<double>(done) / static_cast<double>(total) : 1.0;
+    const bool big = total >= (int64_t{1} << 30);
+    const double gib = big ? 1024.0 * 1024.0 * 1024.0 : 1024.0 * 1024.0;  // GiB, or MiB for small models
+    const char* unit = big ? "GiB" : "MiB";
+    if (terminal) {
+      constexpr int kWidth = 30;
+      const int filled = static_cast<int>(fraction * kWidth);
+      std::fprintf(stderr, "\rtide serve: loading weights [%s%s] %3.0f%% %.2f / %.2f %s", std::string(static_cast<size_t>(filled), '#').c_str(),
+                   std::string(static_cast<size_t>(kWidth - filled), ' ').c_str(), 100 * fraction,
+                   static_cast<double>(done) / gib, static_cast<double>(total) / gib, unit);
+      if (done >= total) std::fputc('\n', stderr);
+      std::fflush(stderr);
+      return;
+    }
+    const auto tenth = static_cast<int64_t>(fraction * 10);
+    if (tenth == *last_tenth) return;
+    *last_tenth = tenth;
+    log_line(fmt::format("loading weights: {:.0f}% ({:.2f} of {:.2f} {})", 100 * fraction,
+                         static_cast<double>(done) / gib, static_cast<double>(total) / gib, unit));
+  };
 }
 
 struct HttpServer::State {

@@ -53,5 +53,8 @@ class HttpServer {
 
 // One log line on stderr with a timestamp; thread-safe.
 void log_line(const std::string& line);
+// A weight-loading progress display for EngineOptions::load_progress: a bar redrawn in place when stderr is a
+// terminal, otherwise a log line at every tenth of the checkpoint.
+std::function<void(int64_t done, int64_t total)> load_progress_printer();
 
 }  // namespace tide::server

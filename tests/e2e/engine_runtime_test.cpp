@@ -337,6 +337,21 @@ TEST(EngineRuntime, StatsCountTokensAndMaxModelLenCapsRequests) {
   EXPECT_THROW(Engine(fixture("cohere2-tiny"), std::make_unique<CpuBackend>(), options), Error);
 }
 
+TEST(EngineRuntime, LoadProgressCountsUpToTheCheckpointsBytes) {
+  EngineOptions options;
+  options.kv_cache_memory = int64_t{16} << 20;
+  std::vector<std::pair<int64_t, int64_t>> calls;
+  options.load_progress = [&](int64_t done, int64_t total) { calls.emplace_back(done, total); };
+  Engine engine(fixture("cohere2-tiny"), std::make_unique<CpuBackend>(), options);
+  ASSERT_EQ(calls.size(), static_cast<size_t>(engine.config().num_layers) + 1);  // embedding, then each layer
+  const int64_t total = calls.back().second;
+  EXPECT_EQ(calls.back().first, total);
+  const auto file = static_cast<int64_t>(std::filesystem::file_size(fixture("cohere2-tiny") / "model.safetensors"));
+  EXPECT_LE(total, file);
+  EXPECT_GT(total, file * 9 / 10);  // every tensor but the header
+  for (size_t i = 1; i < calls.size(); ++i) EXPECT_GT(calls[i].first, calls[i - 1].first);
+}
+
 // A few hundred random requests (lengths, sampling parameters, stop strings, n, logprobs) submitted from two
 // threads, a third cancelling random ones at random moments, pools small enough to preempt: every request ends
 // with a valid finish reason, greedy ones that were not cancelled have their solo ids, no block leaks, and the
