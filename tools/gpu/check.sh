@@ -52,6 +52,8 @@ prompts="$out/prompts.jsonl"
 } >"$prompts"
 "$tide" generate --device cuda --model tests/fixtures/cohere2-tiny --prompts-file "$prompts" --concurrent \
   --n 2 --temperature 0.8 --seed 3 --logprobs 2 --stop "e t" --json >"$out/generate_concurrent.log" 2>&1 || status=1
+# The OpenAI server on the GPU: greedy completion, streamed chat, 64 concurrent streams, blocks returned.
+python3 tools/gpu/serve_smoke.py "$tide" tests/fixtures/cohere2-tiny --device cuda >"$out/serve.log" 2>&1 || status=1
 if [[ $bench -eq 1 ]]; then
   "$tide_bench" "${bench_args[@]}" --out "$out/bench.json" >"$out/bench.log" 2>"$out/bench.err" ||
     { tail -5 "$out/bench.err"; echo "check.sh: tide_bench failed (log: $out/bench.err)"; }
@@ -69,6 +71,8 @@ if [[ $bench -eq 1 ]]; then
   echo "--- benchmark (table rows; JSON in $out/bench.json)"
   grep -vE '^\{' "$out/bench.log"
 fi
+echo "--- tide serve"
+cat "$out/serve.log"
 echo "--- GPU tests"
 grep -E '^\[ (bf16|kv) ' "$out/gpu_tests.log"
 grep -E '^\[  FAILED  \]|^\[  SKIPPED \]' "$out/gpu_tests.log" | sort -u
