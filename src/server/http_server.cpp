@@ -4,9 +4,11 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <memory>
 
+#include <sys/socket.h>
 #include <unistd.h>
 #include <thread>
 
@@ -69,6 +71,7 @@ struct HttpServer::State {
   ServerOptions options;
   std::function<std::unique_ptr<Engine>()> load_engine;
   httplib::Server http;
+  int listen_socket = -1;  // the listening socket, seen when httplib creates it
   MetricsRegistry metrics;
 
   std::unique_ptr<Engine> engine;
@@ -299,6 +302,12 @@ int HttpServer::run() {
   s.http.set_read_timeout(30, 0);
   s.http.set_write_timeout(30, 0);
   s.http.set_keep_alive_timeout(2);
+  // httplib's default socket options (SO_REUSEADDR), and the socket kept to raise its backlog below.
+  s.http.set_socket_options([&s](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, reinterpret_cast<const void*>(&yes), sizeof yes);
+    s.listen_socket = sock;
+  });
   s.install_routes();
 
   int port = s.options.port;
@@ -310,6 +319,12 @@ int HttpServer::run() {
   if (port <= 0) {
     log_line(fmt::format("error: cannot listen on {}:{}", s.options.host, s.options.port));
     return 1;
+  }
+  // Debian's httplib is a compiled library that listens with a backlog of 5: a burst of clients (64 streams
+  // connecting at once) overflowed it and, on some network stacks, got their connections reset. Calling
+  // listen() again on the bound socket raises the backlog.
+  if (s.listen_socket >= 0 && ::listen(s.listen_socket, SOMAXCONN) != 0) {
+    log_line(fmt::format("warning: cannot raise the listen backlog: {}", std::strerror(errno)));
   }
   log_line(fmt::format("listening on http://{}:{} (model {}, served as \"{}\")", s.options.host, port,
                        s.options.model_dir.string(), s.options.served_model_name));

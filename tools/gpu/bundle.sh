@@ -9,7 +9,8 @@ build=${1:-build-cuda}
 dest=${2:-.gpu-bundle}
 rm -rf "$dest" && mkdir -p "$dest/libs"
 cp "$build/tests/tide_gpu_tests" "$build/apps/tide/tide" "$build/bench/tide_bench" "$dest/"
-ldd "$build/tests/tide_gpu_tests" | awk '/=> \// {print $3}' |
+for bin in "$build/tests/tide_gpu_tests" "$build/apps/tide/tide" "$build/bench/tide_bench"; do ldd "$bin"; done |
+  awk '/=> \// {print $3}' | sort -u |
   grep -vE '/(libc|libm|libdl|libpthread|librt|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so' | grep -v '/usr/local/cuda' |
   while read -r lib; do cp -L "$lib" "$dest/libs/"; done
 tar -C "$dest" -cJf "$dest/libs.tar.xz" libs && rm -rf "$dest/libs"

@@ -99,10 +99,15 @@ def main():
         done = sum(1 for x in results if x is True)
         check(f"{args.streams} concurrent streams", done == args.streams,
               f"{done} completed in {time.time() - start:.1f} s")
+        for i, x in enumerate(results):
+            if x is not True:
+                print(f"[ serve    ]      stream {i}: {x}")
         metrics = urllib.request.urlopen(base + "/metrics", timeout=30).read().decode()
         in_use = [float(l.split()[-1]) for l in metrics.splitlines()
                   if l.startswith("tide_kv_cache_blocks_in_use")]
         check("blocks back after the streams", bool(in_use) and all(v == 0 for v in in_use), f"in use {in_use}")
+        if failures:
+            print("[ serve    ] server log (last lines):\n" + "".join(log[-15:]))
     finally:
         server.terminate()
         try:
