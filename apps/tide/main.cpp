@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   tide::cli::add_logits_command(app);
   tide::cli::add_tokenize_commands(app);
   tide::cli::add_serve_command(app);
+  tide::cli::add_quantize_command(app);
   // CLI11 reports an unknown command as "A subcommand is required"; name it instead.
   if (argc > 1 && argv[1][0] != '-') {
     std::string names;

@@ -7,10 +7,15 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <filesystem>
+
+#include <fmt/format.h>
 
 #include "../test_util.h"
 #include "backend/cpu/cpu_backend.h"
 #include "core/error.h"
+#include "model/checkpoint.h"
+#include "model/quantize.h"
 #include "runtime/engine.h"
 
 namespace tide {
@@ -41,6 +46,44 @@ TEST_P(Fp8Model, LogitsWithinSixteenTimesTheBf16Error) {
     EXPECT_LT(err, 16 * bf16) << c["name"];
     EXPECT_GT(err, 0.0);  // the linear layers really ran in FP8
   }
+}
+
+// tide quantize writes what --quantization fp8 computes at load: the written checkpoint (one file, or shards
+// with an index) loads back as FP8 and gives bit-identical logits; refusals leave nothing behind.
+TEST(Fp8Model, QuantizedCheckpointLoadsBackWithIdenticalTensors) {
+  const std::filesystem::path model = fixture("cohere2-tiny");
+  test::TempDir dir;
+  EngineOptions at_load;
+  at_load.quantization = "fp8";
+  at_load.kv_cache_memory = int64_t{16} << 20;
+  Engine reference(model, std::make_unique<CpuBackend>(), at_load);
+  const std::vector<int32_t> prompt = {5, 100, 200, 300, 400, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29};
+  const auto want = reference.prompt_logits(prompt, true);
+  for (int64_t shard : {int64_t{4} << 30, int64_t{1} << 20}) {
+    const std::filesystem::path out = dir.path() / fmt::format("fp8-{}", shard);
+    const QuantizeReport r = quantize_checkpoint_fp8(model, out, shard);
+    EXPECT_EQ(r.num_quantized, 7 * 8);  // q, k, v, o, gate, up, down of 8 layers
+    EXPECT_EQ(r.num_shards > 1, shard < (int64_t{1} << 30));
+    EXPECT_TRUE(std::filesystem::exists(out / (r.num_shards > 1 ? "model.safetensors.index.json" : "model.safetensors")));
+    EXPECT_TRUE(std::filesystem::exists(out / "tokenizer.json"));
+    const nlohmann::json config = test::read_json(out / "config.json");
+    EXPECT_EQ(config["quantization_config"]["quant_method"], "compressed-tensors");
+    const Checkpoint ckpt = Checkpoint::open(out);
+    const TensorInfo& q = ckpt.require("model.layers.3.self_attn.q_proj.weight");
+    EXPECT_EQ(q.dtype, DType::kF8E4M3);
+    EXPECT_EQ(ckpt.require("model.layers.3.self_attn.q_proj.weight_scale").shape, (std::vector<int64_t>{q.shape[0], 1}));
+    EXPECT_EQ(ckpt.require("model.embed_tokens.weight").dtype, DType::kBF16);
+
+    EngineOptions plain;
+    plain.kv_cache_memory = int64_t{16} << 20;
+    Engine loaded(out, std::make_unique<CpuBackend>(), plain);  // FP8 from the checkpoint, no flag
+    EXPECT_EQ(loaded.prompt_logits(prompt, true), want) << "shard size " << shard;
+  }
+  // Refused: an existing non-empty folder, the same folder, an FP8 input.
+  EXPECT_THROW(quantize_checkpoint_fp8(model, dir.path() / fmt::format("fp8-{}", int64_t{4} << 30)), Error);
+  EXPECT_THROW(quantize_checkpoint_fp8(model, model), Error);
+  EXPECT_THROW(quantize_checkpoint_fp8(dir.path() / fmt::format("fp8-{}", int64_t{4} << 30), dir.path() / "again"), Error);
+  EXPECT_FALSE(std::filesystem::exists(dir.path() / "again" / "model.safetensors"));
 }
 
 TEST(Fp8Model, UnknownQuantizationIsRefused) {
