@@ -316,6 +316,14 @@ void CudaBackend::copy(Tensor out, const Tensor& x) {
   if (x.nbytes() > 0) TIDE_CUDA_CHECK(cudaMemcpyAsync(out.data, x.data, x.nbytes(), cudaMemcpyDeviceToDevice, stream_));
 }
 
+// out8: [T, K] e4m3, scales: [T] f32, x: [T, K] bf16
+void CudaBackend::quantize_fp8(Tensor out8, Tensor scales, const Tensor& x) {
+  TIDE_CHECK(out8.shape == x.shape && scales.numel() == x.dim(0));
+  if (out8.dtype != DType::kF8E4M3) fail("cuda backend: quantize_fp8 output must be F8_E4M3");
+  cuda::launch_quantize_fp8(out8.as<uint8_t>(), typed<float>(scales, DType::kF32, "quantize_fp8 scales"),
+                            bf(x, "quantize_fp8 input"), x.dim(0), x.dim(1), stream_);
+}
+
 void CudaBackend::add(Tensor out, const Tensor& a, const Tensor& b) {
   TIDE_CHECK(a.shape == b.shape && out.shape == a.shape);
   cuda::launch_add(bf(out, "add output"), bf(a, "add input"), bf(b, "add input"), out.numel(), stream_);

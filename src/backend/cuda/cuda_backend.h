@@ -58,6 +58,10 @@ class CudaBackend final : public Backend {
   void silu_mul(Tensor out, const Tensor& gate_up) override;
   void add(Tensor out, const Tensor& a, const Tensor& b) override;
   void copy(Tensor out, const Tensor& x) override;
+  bool supports_fp8() const override { return true; }
+  void quantize_fp8(Tensor out8, Tensor scales, const Tensor& x) override;
+  void matmul_fp8(Tensor out, const Tensor& x8, const Tensor& x_scales, const Tensor& w8, const Tensor& w_scales,
+                  float alpha) override;
   // The per-row arrays travel in one asynchronous copy from pinned staging into a device buffer, both kept
   // and grown as needed (a CUDA graph can capture the copy and the kernel once their capacity suffices).
   void sample(Tensor out_ids, Tensor logits, const SamplingBatch& batch) override;
@@ -90,6 +94,8 @@ class CudaBackend final : public Backend {
   };
 
   const MatmulPlan& matmul_plan(int64_t t, int64_t k, int64_t n, cudaDataType_t out_type);
+  // The same for E4M3 x E4M3 with one f32 scale per weight row and per token (outer-vector scales).
+  MatmulPlan& fp8_matmul_plan(int64_t t, int64_t k, int64_t n, cudaDataType_t out_type);
 
   std::shared_ptr<Allocator> allocator_;
   // Memory of tensors allocated while capturing: only graphs use it, so a buffer one recording dropped can
@@ -110,6 +116,7 @@ class CudaBackend final : public Backend {
   cudaEvent_t sample_staged_ = nullptr;
   // By (n, t, k, output type); cleared in the destructor before lt_ goes.
   std::map<std::tuple<int64_t, int64_t, int64_t, int>, std::unique_ptr<MatmulPlan>> matmul_plans_;
+  std::map<std::tuple<int64_t, int64_t, int64_t, int>, std::unique_ptr<MatmulPlan>> fp8_matmul_plans_;
 };
 
 }  // namespace tide

@@ -48,6 +48,8 @@ void launch_rope_store_kv(bf16* cache, bf16* qkv, const int32_t* positions, cons
 void launch_silu_mul(bf16* out, const bf16* gate_up, int64_t num_tokens, int64_t inter, cudaStream_t stream);
 // out = a + b over n elements.
 void launch_add(bf16* out, const bf16* a, const bf16* b, int64_t n, cudaStream_t stream);
+// Per-token FP8 quantization (core/fp8.h): scales[r] = amax(row r) / 448, out = e4m3(x / scale). x: [rows, cols].
+void launch_quantize_fp8(uint8_t* out, float* scales, const bf16* x, int64_t rows, int64_t cols, cudaStream_t stream);
 
 struct PagedAttentionParams {
   bf16* out;                   // [T, Hq * D]
