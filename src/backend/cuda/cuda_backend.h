@@ -93,9 +93,8 @@ class CudaBackend final : public Backend {
     }
   };
 
-  const MatmulPlan& matmul_plan(int64_t t, int64_t k, int64_t n, cudaDataType_t out_type);
-  // The same for E4M3 x E4M3 with one f32 scale per weight row and per token (outer-vector scales).
-  MatmulPlan& fp8_matmul_plan(int64_t t, int64_t k, int64_t n, cudaDataType_t out_type);
+  // fp8: E4M3 x E4M3 with one f32 scale per weight row and per token (outer-vector scales).
+  MatmulPlan& matmul_plan(int64_t t, int64_t k, int64_t n, cudaDataType_t out_type, bool fp8);
 
   std::shared_ptr<Allocator> allocator_;
   // Memory of tensors allocated while capturing: only graphs use it, so a buffer one recording dropped can
@@ -115,8 +114,7 @@ class CudaBackend final : public Backend {
   size_t sample_capacity_ = 0;
   cudaEvent_t sample_staged_ = nullptr;
   // By (n, t, k, output type); cleared in the destructor before lt_ goes.
-  std::map<std::tuple<int64_t, int64_t, int64_t, int>, std::unique_ptr<MatmulPlan>> matmul_plans_;
-  std::map<std::tuple<int64_t, int64_t, int64_t, int>, std::unique_ptr<MatmulPlan>> fp8_matmul_plans_;
+  std::map<std::tuple<int64_t, int64_t, int64_t, int, bool>, std::unique_ptr<MatmulPlan>> matmul_plans_;
 };
 
 }  // namespace tide

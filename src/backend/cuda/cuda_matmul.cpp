@@ -1,6 +1,6 @@
-// CudaBackend::matmul through cuBLASLt: bf16 inputs, f32 accumulation, bf16 or f32 output. The descriptors
-// and the algorithm (cuBLASLt's heuristic pick) are made once per shape and kept: creating them costs more
-// host time than a decode-sized GEMM takes on the GPU.
+// CudaBackend::matmul and matmul_fp8 through cuBLASLt: bf16 (or E4M3 with row / token scales) inputs, f32
+// accumulation, bf16 or f32 output. The descriptors and the algorithm (cuBLASLt's heuristic pick) are made
+// once per shape and kept: creating them costs more host time than a decode-sized GEMM takes on the GPU.
 #include <tuple>
 
 #include "backend/cuda/cuda_backend.h"
@@ -10,8 +10,11 @@ namespace tide {
 
 // Plan of out[T, N] = x[T, K] w[N, K]^T. Row-major out = x w^T is column-major out^T = op(w) x^T' with
 // cuBLASLt's A = w (K x N column-major, transposed), B = x (K x T column-major), D = out^T (N x T).
-const CudaBackend::MatmulPlan& CudaBackend::matmul_plan(int64_t t, int64_t k, int64_t n, cudaDataType_t out_type) {
-  const auto key = std::make_tuple(n, t, k, static_cast<int>(out_type));
+//
+// FP8 plans (fp8): A = w8 and B = x8 in E4M3 with outer-vector f32 scales (A's one per weight row, B's one per
+// token); the scale pointers are set on the descriptor at each call.
+CudaBackend::MatmulPlan& CudaBackend::matmul_plan(int64_t t, int64_t k, int64_t n, cudaDataType_t out_type, bool fp8) {
+  const auto key = std::make_tuple(n, t, k, static_cast<int>(out_type), fp8);
   auto it = matmul_plans_.find(key);
   if (it != matmul_plans_.end()) return *it->second;
 
@@ -20,8 +23,19 @@ const CudaBackend::MatmulPlan& CudaBackend::matmul_plan(int64_t t, int64_t k, in
   const cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
   TIDE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof trans_a));
   TIDE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof trans_b));
-  TIDE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->a, CUDA_R_16BF, static_cast<uint64_t>(k), static_cast<uint64_t>(n), k));
-  TIDE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->b, CUDA_R_16BF, static_cast<uint64_t>(k), static_cast<uint64_t>(t), k));
+  if (fp8) {
+    const cublasLtMatmulMatrixScale_t mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+    TIDE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode, sizeof mode));
+    TIDE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode, sizeof mode));
+    // The heuristic refuses outer-vector scales without scale pointers: an aligned placeholder stands in until
+    // a call sets the real ones.
+    const void* placeholder = workspace_;
+    TIDE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &placeholder, sizeof placeholder));
+    TIDE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &placeholder, sizeof placeholder));
+  }
+  const cudaDataType_t in_type = fp8 ? CUDA_R_8F_E4M3 : CUDA_R_16BF;
+  TIDE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->a, in_type, static_cast<uint64_t>(k), static_cast<uint64_t>(n), k));
+  TIDE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->b, in_type, static_cast<uint64_t>(k), static_cast<uint64_t>(t), k));
   TIDE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->d, out_type, static_cast<uint64_t>(n), static_cast<uint64_t>(t), n));
 
   cublasLtMatmulPreference_t pref = nullptr;
@@ -36,50 +50,9 @@ const CudaBackend::MatmulPlan& CudaBackend::matmul_plan(int64_t t, int64_t k, in
                                                                  pref, 1, &result, &found);
   cublasLtMatmulPreferenceDestroy(pref);
   TIDE_CUBLAS_CHECK(st);
-  if (found == 0) fail("cuBLASLt has no algorithm for a [{}, {}] x [{}, {}]^T matmul", t, k, n, k);
+  if (found == 0) fail("cuBLASLt has no {} algorithm for a [{}, {}] x [{}, {}]^T matmul", fp8 ? "FP8" : "BF16", t, k, n, k);
   plan->algo = result.algo;
   return *matmul_plans_.emplace(key, std::move(plan)).first->second;
-}
-
-// The FP8 plan: A = w8 (E4M3), B = x8 (E4M3), both with outer-vector f32 scales (A's per output row, B's per
-// token), f32 accumulation. The scale pointers are set on the descriptor at each call.
-CudaBackend::MatmulPlan& CudaBackend::fp8_matmul_plan(int64_t t, int64_t k, int64_t n, cudaDataType_t out_type) {
-  const auto key = std::make_tuple(n, t, k, static_cast<int>(out_type));
-  auto it = fp8_matmul_plans_.find(key);
-  if (it != fp8_matmul_plans_.end()) return *it->second;
-
-  auto plan = std::make_unique<MatmulPlan>();
-  TIDE_CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-  const cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
-  TIDE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof trans_a));
-  TIDE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof trans_b));
-  const cublasLtMatmulMatrixScale_t mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
-  TIDE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode, sizeof mode));
-  TIDE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode, sizeof mode));
-  // The heuristic refuses outer-vector scales without scale pointers: an aligned placeholder stands in until a
-  // call sets the real ones.
-  const void* placeholder = workspace_;
-  TIDE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &placeholder, sizeof placeholder));
-  TIDE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &placeholder, sizeof placeholder));
-  TIDE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->a, CUDA_R_8F_E4M3, static_cast<uint64_t>(k), static_cast<uint64_t>(n), k));
-  TIDE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->b, CUDA_R_8F_E4M3, static_cast<uint64_t>(k), static_cast<uint64_t>(t), k));
-  TIDE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->d, out_type, static_cast<uint64_t>(n), static_cast<uint64_t>(t), n));
-
-  cublasLtMatmulPreference_t pref = nullptr;
-  TIDE_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-  const cublasStatus_t set = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                                  &workspace_bytes_, sizeof workspace_bytes_);
-  cublasLtMatmulHeuristicResult_t result{};
-  int found = 0;
-  const cublasStatus_t st = set != CUBLAS_STATUS_SUCCESS
-                                ? set
-                                : cublasLtMatmulAlgoGetHeuristic(lt_, plan->op, plan->a, plan->b, plan->d, plan->d,
-                                                                 pref, 1, &result, &found);
-  cublasLtMatmulPreferenceDestroy(pref);
-  TIDE_CUBLAS_CHECK(st);
-  if (found == 0) fail("cuBLASLt has no FP8 algorithm for a [{}, {}] x [{}, {}]^T matmul", t, k, n, k);
-  plan->algo = result.algo;
-  return *fp8_matmul_plans_.emplace(key, std::move(plan)).first->second;
 }
 
 // out: [T, N], x8: [T, K], x_scales: [T], w8: [N, K], w_scales: [N]
@@ -91,7 +64,7 @@ void CudaBackend::matmul_fp8(Tensor out, const Tensor& x8, const Tensor& x_scale
   if (x_scales.dtype != DType::kF32 || w_scales.dtype != DType::kF32) fail("cuda backend: matmul_fp8 scales must be F32");
   if (out.dtype != DType::kBF16 && out.dtype != DType::kF32) fail("cuda backend: matmul_fp8 output must be BF16 or F32");
   if (t == 0) return;
-  MatmulPlan& plan = fp8_matmul_plan(t, k, n, out.dtype == DType::kF32 ? CUDA_R_32F : CUDA_R_16BF);
+  MatmulPlan& plan = matmul_plan(t, k, n, out.dtype == DType::kF32 ? CUDA_R_32F : CUDA_R_16BF, /*fp8=*/true);
   const void* a_scale = w_scales.data;
   const void* b_scale = x_scales.data;
   TIDE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a_scale, sizeof a_scale));
@@ -108,7 +81,7 @@ void CudaBackend::matmul(Tensor out, const Tensor& x, const Tensor& w, float alp
   if (x.dtype != DType::kBF16 || w.dtype != DType::kBF16) fail("cuda backend: matmul inputs must be BF16");
   if (out.dtype != DType::kBF16 && out.dtype != DType::kF32) fail("cuda backend: matmul output must be BF16 or F32");
   if (t == 0) return;
-  const MatmulPlan& plan = matmul_plan(t, k, n, out.dtype == DType::kF32 ? CUDA_R_32F : CUDA_R_16BF);
+  const MatmulPlan& plan = matmul_plan(t, k, n, out.dtype == DType::kF32 ? CUDA_R_32F : CUDA_R_16BF, /*fp8=*/false);
   const float beta = 0.0f;
   TIDE_CUBLAS_CHECK(cublasLtMatmul(lt_, plan.op, &alpha, w.data, plan.a, x.data, plan.b, &beta, out.data, plan.d,
                                    out.data, plan.d, &plan.algo, workspace_, workspace_bytes_, stream_));
