@@ -162,7 +162,10 @@ class Engine {
   // at once.
   mutable std::mutex step_mutex_;
   std::shared_ptr<Inbox> inbox_;  // submissions and cancels for the loop; handles keep it alive
-  std::unique_ptr<Loop> loop_;    // state of the loop thread (the scheduler, live samples)
+  struct LoopDeleter {  // defined beside Loop (engine_loop.cpp), so this header needs no complete Loop
+    void operator()(Loop* loop) const;
+  };
+  std::unique_ptr<Loop, LoopDeleter> loop_;  // state of the loop thread (the scheduler, live samples)
   std::thread thread_;
 };
 
