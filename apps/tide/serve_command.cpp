@@ -32,6 +32,7 @@ struct ServeArgs {
   double gpu_memory_utilization = EngineOptions{}.gpu_memory_utilization;
   bool no_prefix_caching = false;
   bool enforce_eager = false;
+  std::string quantization;
 };
 
 int g_signal_pipe[2] = {-1, -1};
@@ -51,6 +52,7 @@ void run_serve(const ServeArgs& args) {
   options.gpu_memory_utilization = args.gpu_memory_utilization;
   options.enable_prefix_caching = !args.no_prefix_caching;
   options.enforce_eager = args.enforce_eager;
+  options.quantization = args.quantization;
   options.max_num_seqs = args.max_num_seqs;
   options.max_num_batched_tokens = args.max_num_batched_tokens;
   options.max_model_len = args.max_model_len;
@@ -139,6 +141,9 @@ void add_serve_command(CLI::App& app) {
       ->check(CLI::Range(0.0, 1.0));
   cmd->add_flag("--no-prefix-caching", args->no_prefix_caching, "Never reuse KV blocks across requests");
   cmd->add_flag("--enforce-eager", args->enforce_eager, "Never replay recorded graphs of decode steps");
+  cmd->add_option("--quantization", args->quantization,
+                  "fp8: quantize the linear layers to FP8 E4M3 at load (FP8 checkpoints are read as FP8 without it)")
+      ->check(CLI::IsMember({"fp8"}));
   cmd->callback([args] { run_serve(*args); });
 }
 

@@ -221,6 +221,8 @@ TEST(Cli, BadInputIsAClearErrorNotACrash) {
            {"generate " + kModel + " --prompt hi --n 0", "--n"},
            {"generate " + kModel + " --prompt hi --logprobs 21", "--logprobs"},
            {"generate " + kModel + " --prompt hi --stop ''", "stop"},
+           {"generate " + kModel + " --prompt hi --quantization int4", "--quantization"},
+           {"serve " + test::fixture("cohere2-tiny").string() + " --quantization int4", "--quantization"},
            {"frobnicate", "frobnicate"},
        }) {
     const RunResult r = run(c.args);
