@@ -45,4 +45,48 @@ void print_json(const nlohmann::json& j) {
   std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
 }
 
+void add_engine_flags(CLI::App* cmd, EngineFlags& flags) {
+  EngineOptions& o = flags.options;
+  cmd->add_option("--device", flags.device, "Where to run: cpu, cuda, or auto (cuda when a GPU is present)")
+      ->capture_default_str();
+  cmd->add_option("--block-size", o.block_size, "Positions per KV cache block")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--kv-cache-memory", o.kv_cache_memory,
+                  "Bytes for the KV cache pools (suffixes like 512MiB, 2GB accepted); 0: automatic (on a GPU "
+                  "what --gpu-memory-utilization leaves after the weights, on the CPU 256MiB)")
+      ->capture_default_str()
+      ->transform(CLI::AsSizeValue(false));
+  cmd->add_option("--host-kv-cache-memory", o.host_kv_cache_memory,
+                  "Bytes of host memory that blocks evicted from the KV cache are kept in (0: none)")
+      ->capture_default_str()
+      ->transform(CLI::AsSizeValue(false));
+  cmd->add_option("--gpu-memory-utilization", o.gpu_memory_utilization,
+                  "Fraction of the GPU's memory tide may use (weights, activations, KV cache) with an automatic "
+                  "--kv-cache-memory")
+      ->capture_default_str()
+      ->check(CLI::Range(0.01, 1.0));
+  cmd->add_flag("--no-prefix-caching", flags.no_prefix_caching, "Never reuse KV blocks across requests");
+  cmd->add_flag("--enforce-eager", o.enforce_eager,
+                "Run every decode step op by op instead of replaying recorded CUDA graphs");
+  cmd->add_option("--quantization", o.quantization,
+                  "fp8: quantize the linear layers to FP8 E4M3 at load (one scale per weight row, activations per "
+                  "token); FP8 checkpoints are read as FP8 without it")
+      ->check(CLI::IsMember({"fp8"}));
+  cmd->add_option("--max-num-seqs", o.max_num_seqs, "Requests running at once")->capture_default_str();
+  cmd->add_option("--max-num-batched-tokens", o.max_num_batched_tokens,
+                  "Tokens of one forward step, all requests together")
+      ->capture_default_str();
+  cmd->add_option("--max-model-len", o.max_model_len,
+                  "Longest prompt + completion a request may ask for (0: the model's maximum)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+}
+
+EngineOptions engine_options(const EngineFlags& flags) {
+  EngineOptions options = flags.options;
+  options.enable_prefix_caching = !flags.no_prefix_caching;
+  return options;
+}
+
 }  // namespace tide::cli

@@ -19,7 +19,7 @@ struct GenerateArgs {
   std::string prompt;
   std::string prompt_ids;
   std::string prompts_file;
-  std::string device = "auto";
+  EngineFlags engine;
   int64_t max_tokens = 32;
   double temperature = 0.0;
   int64_t top_k = 0;
@@ -29,13 +29,6 @@ struct GenerateArgs {
   double frequency_penalty = 0.0;
   double repetition_penalty = 1.0;
   uint64_t seed = 0;
-  int64_t block_size = 16;
-  int64_t kv_cache_memory = EngineOptions{}.kv_cache_memory;
-  int64_t host_kv_cache_memory = 0;
-  double gpu_memory_utilization = EngineOptions{}.gpu_memory_utilization;
-  bool no_prefix_caching = false;
-  bool enforce_eager = false;
-  std::string quantization;
   bool ignore_eos = false;
   std::vector<std::string> stop;
   int64_t min_tokens = 0;
@@ -43,8 +36,6 @@ struct GenerateArgs {
   int n = 1;
   bool json = false;
   bool concurrent = false;
-  int64_t max_num_seqs = EngineOptions{}.max_num_seqs;
-  int64_t max_num_batched_tokens = EngineOptions{}.max_num_batched_tokens;
 };
 
 // {"block_size": B, "pools": [{"window": W or null, "num_layers", "capacity_blocks", ...}]}: outside
@@ -141,17 +132,7 @@ void run_generate(const GenerateArgs& args, const CLI::App& cmd) {
   gen.sampling.validate();  // before loading the model
   if (cmd.count("--seed") > 0) gen.sampling.seed = args.seed;
 
-  EngineOptions options;
-  options.block_size = args.block_size;
-  options.kv_cache_memory = args.kv_cache_memory;
-  options.host_kv_cache_memory = args.host_kv_cache_memory;
-  options.gpu_memory_utilization = args.gpu_memory_utilization;
-  options.enable_prefix_caching = !args.no_prefix_caching;
-  options.enforce_eager = args.enforce_eager;
-  options.quantization = args.quantization;
-  options.max_num_seqs = args.max_num_seqs;
-  options.max_num_batched_tokens = args.max_num_batched_tokens;
-  Engine engine(args.model, make_backend(args.device), options);
+  Engine engine(args.model, make_backend(args.engine.device), engine_options(args.engine));
 
   if (args.concurrent) {
     // Every prompt submitted at once; results printed in the file's order when all have finished ("kv" is
@@ -226,31 +207,7 @@ void add_generate_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--seed", args->seed,
                   "Seed of the sampler (reproducible sampling: the same tokens on the CPU and the GPU)");
-  cmd->add_option("--block-size", args->block_size, "Positions per KV cache block")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--kv-cache-memory", args->kv_cache_memory,
-                  "Bytes for the KV cache pools (suffixes like 512MiB, 2GB accepted); 0: automatic (on a GPU "
-                  "what --gpu-memory-utilization leaves after the weights, on the CPU 256MiB)")
-      ->capture_default_str()
-      ->transform(CLI::AsSizeValue(false));
-  cmd->add_option("--host-kv-cache-memory", args->host_kv_cache_memory,
-                  "Bytes of host memory that blocks evicted from the KV cache are kept in (0: none)")
-      ->capture_default_str()
-      ->transform(CLI::AsSizeValue(false));
-  cmd->add_option("--gpu-memory-utilization", args->gpu_memory_utilization,
-                  "Fraction of the GPU's memory tide may use (weights, activations, KV cache) with an automatic "
-                  "--kv-cache-memory")
-      ->capture_default_str()
-      ->check(CLI::Range(0.01, 1.0));
-  cmd->add_flag("--no-prefix-caching", args->no_prefix_caching, "Never reuse KV blocks across prompts");
-  cmd->add_option("--quantization", args->quantization,
-                  "fp8: quantize the linear layers to FP8 E4M3 at load (one scale per weight row, activations per "
-                  "token); FP8 checkpoints are read as FP8 without it")
-      ->check(CLI::IsMember({"fp8"}));
-  cmd->add_flag("--enforce-eager", args->enforce_eager,
-                "Run every decode step op by op instead of replaying recorded CUDA graphs");
-  cmd->add_option("--device", args->device, "Where to run: cpu, cuda, or auto (cuda when a GPU is present)")->capture_default_str();
+  add_engine_flags(cmd, args->engine);
   cmd->add_flag("--ignore-eos", args->ignore_eos, "Keep generating after an end-of-sequence token");
   cmd->add_option("--stop", args->stop,
                   "A string that ends generation when it appears in the output (left out of the text); repeatable");
@@ -269,11 +226,6 @@ void add_generate_command(CLI::App& app) {
   cmd->add_flag("--concurrent", args->concurrent,
                 "Submit every prompt at once and run them together (continuous batching) instead of one after "
                 "another; output in the prompts' order when all have finished");
-  cmd->add_option("--max-num-seqs", args->max_num_seqs, "Requests running at once (--concurrent)")
-      ->capture_default_str();
-  cmd->add_option("--max-num-batched-tokens", args->max_num_batched_tokens,
-                  "Tokens of one forward step, all requests together (--concurrent)")
-      ->capture_default_str();
   cmd->add_flag("--json", args->json,
                 "Print one JSON object per prompt {prompt_ids, ids, text, finish_reason, cached_tokens, kv} (with "
                 "\"logprobs\" and \"samples\" when asked for)");

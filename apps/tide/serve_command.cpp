@@ -22,17 +22,7 @@ struct ServeArgs {
   std::string served_model_name;
   std::string api_key;
   std::string chat_template;
-  std::string device = "auto";
-  int64_t max_model_len = 0;
-  int64_t max_num_seqs = EngineOptions{}.max_num_seqs;
-  int64_t max_num_batched_tokens = EngineOptions{}.max_num_batched_tokens;
-  int64_t block_size = EngineOptions{}.block_size;
-  int64_t kv_cache_memory = EngineOptions{}.kv_cache_memory;
-  int64_t host_kv_cache_memory = 0;
-  double gpu_memory_utilization = EngineOptions{}.gpu_memory_utilization;
-  bool no_prefix_caching = false;
-  bool enforce_eager = false;
-  std::string quantization;
+  EngineFlags engine;
 };
 
 int g_signal_pipe[2] = {-1, -1};
@@ -45,17 +35,7 @@ extern "C" void on_stop_signal(int) {
 }
 
 void run_serve(const ServeArgs& args) {
-  EngineOptions options;
-  options.block_size = args.block_size;
-  options.kv_cache_memory = args.kv_cache_memory;
-  options.host_kv_cache_memory = args.host_kv_cache_memory;
-  options.gpu_memory_utilization = args.gpu_memory_utilization;
-  options.enable_prefix_caching = !args.no_prefix_caching;
-  options.enforce_eager = args.enforce_eager;
-  options.quantization = args.quantization;
-  options.max_num_seqs = args.max_num_seqs;
-  options.max_num_batched_tokens = args.max_num_batched_tokens;
-  options.max_model_len = args.max_model_len;
+  EngineOptions options = engine_options(args.engine);
   options.load_progress = server::load_progress_printer();
 
   server::ServerOptions so;
@@ -77,7 +57,7 @@ void run_serve(const ServeArgs& args) {
   sigaction(SIGINT, &action, nullptr);
   sigaction(SIGTERM, &action, nullptr);
 
-  const std::string device = args.device;
+  const std::string device = args.engine.device;
   server::HttpServer server(so, [model = args.model, device, options] {
     return std::make_unique<Engine>(model, make_backend(device), options);
   });
@@ -113,37 +93,7 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--api-key", args->api_key, "Require 'Authorization: Bearer KEY' on /v1 endpoints");
   cmd->add_option("--chat-template", args->chat_template, "A Jinja file replacing the model's chat template")
       ->check(CLI::ExistingFile);
-  cmd->add_option("--device", args->device, "cpu, cuda, or auto (cuda when a GPU is present)")->capture_default_str();
-  cmd->add_option("--max-model-len", args->max_model_len,
-                  "Longest prompt + completion a request may ask for (0: the model's maximum)")
-      ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--max-num-seqs", args->max_num_seqs, "Requests running at once")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--max-num-batched-tokens", args->max_num_batched_tokens, "Tokens of one forward step")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--block-size", args->block_size, "Positions per KV cache block")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--kv-cache-memory", args->kv_cache_memory,
-                  "Bytes for the KV cache pools (512MiB, 2GB, ...); 0: automatic")
-      ->capture_default_str()
-      ->transform(CLI::AsSizeValue(false));
-  cmd->add_option("--host-kv-cache-memory", args->host_kv_cache_memory,
-                  "Bytes of host memory for evicted prefix blocks (0: no host tier)")
-      ->capture_default_str()
-      ->transform(CLI::AsSizeValue(false));
-  cmd->add_option("--gpu-memory-utilization", args->gpu_memory_utilization,
-                  "Fraction of GPU memory tide may use (automatic KV budget)")
-      ->capture_default_str()
-      ->check(CLI::Range(0.0, 1.0));
-  cmd->add_flag("--no-prefix-caching", args->no_prefix_caching, "Never reuse KV blocks across requests");
-  cmd->add_flag("--enforce-eager", args->enforce_eager, "Never replay recorded graphs of decode steps");
-  cmd->add_option("--quantization", args->quantization,
-                  "fp8: quantize the linear layers to FP8 E4M3 at load (FP8 checkpoints are read as FP8 without it)")
-      ->check(CLI::IsMember({"fp8"}));
+  add_engine_flags(cmd, args->engine);
   cmd->callback([args] { run_serve(*args); });
 }
 

@@ -127,10 +127,13 @@ void OpenAiService::fit_max_tokens(GenerationJob& job, const GenerationRequest& 
   job.options.max_tokens = max_tokens;
 }
 
-GenerationJob OpenAiService::prepare_completion(const CompletionRequest& request) const {
+// The fields every job takes from its request (completions and chat share them), after checking the model.
+template <typename Request>
+GenerationJob OpenAiService::new_job(const Request& request, bool chat) const {
   check_model(request.model);
   GenerationJob job;
-  job.id = random_id("cmpl-");
+  job.chat = chat;
+  job.id = random_id(chat ? "chatcmpl-" : "cmpl-");
   job.created = unix_now();
   job.model = served_model_name_;
   job.options = request.options;
@@ -138,6 +141,11 @@ GenerationJob OpenAiService::prepare_completion(const CompletionRequest& request
   job.include_usage = request.include_usage;
   job.return_tokens_as_token_ids = request.return_tokens_as_token_ids;
   job.arrival = Clock::now();
+  return job;
+}
+
+GenerationJob OpenAiService::prepare_completion(const CompletionRequest& request) const {
+  GenerationJob job = new_job(request, /*chat=*/false);
   const Tokenizer& tok = engine_.tokenizer();
   for (const PromptInput& p : request.prompts) {
     std::vector<int32_t> ids = p.text ? tok.encode(*p.text, /*add_special_tokens=*/true) : p.ids;
@@ -175,17 +183,7 @@ std::vector<int32_t> OpenAiService::render_chat(const ChatRequest& request) cons
 }
 
 GenerationJob OpenAiService::prepare_chat(const ChatRequest& request) const {
-  check_model(request.model);
-  GenerationJob job;
-  job.chat = true;
-  job.id = random_id("chatcmpl-");
-  job.created = unix_now();
-  job.model = served_model_name_;
-  job.options = request.options;
-  job.stream = request.stream;
-  job.include_usage = request.include_usage;
-  job.return_tokens_as_token_ids = request.return_tokens_as_token_ids;
-  job.arrival = Clock::now();
+  GenerationJob job = new_job(request, /*chat=*/true);
   job.prompts.push_back(render_chat(request));
   if (job.prompts[0].empty()) bad_request("messages", "the chat template rendered an empty prompt");
   fit_max_tokens(job, request, /*default: the rest of max_model_len*/ 0);

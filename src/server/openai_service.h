@@ -63,6 +63,8 @@ class OpenAiService {
   std::unique_ptr<GenerationRun> start(GenerationJob job);
 
  private:
+  template <typename Request>
+  GenerationJob new_job(const Request& request, bool chat) const;
   void check_model(const std::optional<std::string>& model) const;
   std::vector<int32_t> render_chat(const ChatRequest& request) const;
   // Sets job.options.max_tokens from the request (or the default) and checks prompt + max_tokens.
