@@ -30,12 +30,13 @@ int64_t kv_bytes_read(const ModelConfig& c, int64_t num_seqs, int64_t pos) {
   return num_seqs * keys * 2 * c.kv_size() * 2;
 }
 
+// cublas_fp8: FP8 matmuls through cuBLASLt only (the A/B of tide's small-batch kernel).
 void decode_point(const BenchModel& m, const BenchOptions& options, int64_t num_seqs, int64_t context,
-                  Report& report) {
+                  bool cublas_fp8, Report& report) {
   const ModelConfig& c = m.config;
   const int runs = options.timed_runs(20, 5);
   const int64_t num_steps = kWarmupSteps + runs;
-  BenchRow row("decode", fmt::format("decode B={} C={}", num_seqs, context),
+  BenchRow row("decode", fmt::format("decode B={} C={}{}", num_seqs, context, cublas_fp8 ? " cuBLASLt" : ""),
                fmt::format("{} seqs x 1 token, ctx {}", num_seqs, context));
   if (context + num_steps > c.max_position_embeddings) {
     row.note = fmt::format("skipped: context beyond the model's {} positions", c.max_position_embeddings);
@@ -57,6 +58,7 @@ void decode_point(const BenchModel& m, const BenchOptions& options, int64_t num_
 
   // Fresh backend per point: its allocator's cached blocks (this point's KV) are freed with it.
   auto backend = std::make_unique<CudaBackend>();
+  if (cublas_fp8) backend->set_fp8_small_matmul_max_tokens(0);
   const Cohere2Model model(c, m.weights, *backend);
   KvCacheManager manager(kBlockSize, pools, /*enable_prefix_caching=*/false);
   std::vector<SequenceKv> seqs(static_cast<size_t>(num_seqs));
@@ -100,7 +102,7 @@ void decode_point(const BenchModel& m, const BenchOptions& options, int64_t num_
   }
 
   const double step_ms = median(ms);
-  const int64_t weights = weight_bytes(c);
+  const int64_t weights = weight_bytes(c, options.fp8);
   const int64_t kv_read = kv_read_total / runs;
   row.time_ms = step_ms;
   row.tok_per_s = static_cast<double>(num_seqs) / (step_ms * 1e-3);
@@ -120,11 +122,14 @@ void decode_point(const BenchModel& m, const BenchOptions& options, int64_t num_
 void run_decode(const BenchModel& model, const BenchOptions& options, Report& report) {
   for (int64_t context : options.decode_contexts) {
     for (int64_t batch : options.decode_batches) {
-      try {
-        decode_point(model, options, batch, context, report);
-      } catch (const std::exception& e) {
-        report.add(BenchRow("decode", fmt::format("decode B={} C={}", batch, context),
-                            "", fmt::format("error: {}", e.what())));
+      // FP8 at small batches: also with cuBLASLt for every matmul, the same steps.
+      for (bool cublas_fp8 : options.fp8 && batch <= 16 ? std::vector<bool>{false, true} : std::vector<bool>{false}) {
+        try {
+          decode_point(model, options, batch, context, cublas_fp8, report);
+        } catch (const std::exception& e) {
+          report.add(BenchRow("decode", fmt::format("decode B={} C={}", batch, context),
+                              "", fmt::format("error: {}", e.what())));
+        }
       }
     }
   }

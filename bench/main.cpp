@@ -1,5 +1,6 @@
 // tide_bench: the GPU benchmark of tide on a synthetic model (random bf16 weights made on the GPU, no
-// checkpoint). One run measures the ceilings (copy bandwidth, bf16 GEMM), decode over a paged KV cache,
+// checkpoint; --fp8: FP8 linear layers). One run measures the ceilings (copy and read bandwidth, bf16 and FP8
+// GEMM), the linear layers at decode batch sizes, decode over a paged KV cache,
 // chunked prefill, the attention kernel alone and the sample op (--sections picks some); it prints a table
 // as it goes, then one JSON object (also written to --out). Progress goes to stderr. Reports figures; never
 // passes or fails.
@@ -43,10 +44,10 @@ nlohmann::json device_json() {
           {"driver_version", driver}, {"runtime_version", runtime}};
 }
 
-nlohmann::json config_json(const ModelConfig& c) {
+nlohmann::json config_json(const ModelConfig& c, bool fp8) {
   return {{"hidden_size", c.hidden_size}, {"num_layers", c.num_layers}, {"num_heads", c.num_heads},
           {"num_heads_kv", c.num_heads_kv}, {"head_dim", c.head_dim}, {"intermediate_size", c.intermediate_size},
-          {"vocab_size", c.vocab_size}, {"num_groups", c.groups.size()}, {"weight_bytes", weight_bytes(c)},
+          {"vocab_size", c.vocab_size}, {"num_groups", c.groups.size()}, {"weight_bytes", weight_bytes(c, fp8)},
           {"linear_params", linear_params(c)}};
 }
 
@@ -67,7 +68,9 @@ int run(const Flags& flags) {
   if (!CudaBackend::available()) fail("no CUDA device is available");
 
   // Checked before any GPU time is spent: Command-A in bf16 needs --num-layers to fit one GPU.
-  const int64_t needed = weight_bytes(config);
+  // FP8 weights are made in bf16 one matrix at a time (the largest is gate_up) and quantized.
+  const int64_t needed = weight_bytes(config, flags.options.fp8) +
+                         (flags.options.fp8 ? 4 * config.intermediate_size * config.hidden_size : 0);
   if (needed + kMemoryMargin > free_device_bytes()) {
     fail("the synthetic weights ({:.1f} GiB) do not fit in free GPU memory ({:.1f} GiB, 4 GiB margin); "
          "try --num-layers", static_cast<double>(needed) / kGiB, static_cast<double>(free_device_bytes()) / kGiB);
@@ -75,15 +78,18 @@ int run(const Flags& flags) {
 
   Report report(stdout);
   report.header() = {{"benchmark", "tide_bench"}, {"model", flags.synthetic}, {"quick", flags.options.quick},
-                     {"device", device_json()}, {"config", config_json(config)}};
+                     {"fp8", flags.options.fp8},
+                     {"device", device_json()}, {"config", config_json(config, flags.options.fp8)}};
   report.print_table_header();
   if (flags.options.runs("ceilings")) timed_section("ceilings", [&] { run_ceilings(flags.options, report); });
-  if (flags.options.runs("decode") || flags.options.runs("prefill")) {
+  if (flags.options.runs("linear") || flags.options.runs("decode") || flags.options.runs("prefill")) {
     // The weights live on their own backend until prefill is done; each section brings its own for the rest.
     CudaBackend weights_backend;
     Cohere2Weights weights;
-    timed_section("synthetic weights", [&] { weights = synthetic_weights(config, weights_backend); });
+    timed_section("synthetic weights",
+                  [&] { weights = synthetic_weights(config, weights_backend, flags.options.fp8); });
     const BenchModel model{config, weights};
+    if (flags.options.runs("linear")) timed_section("linear", [&] { run_linear(model, flags.options, report); });
     if (flags.options.runs("decode")) timed_section("decode", [&] { run_decode(model, flags.options, report); });
     if (flags.options.runs("prefill")) timed_section("prefill", [&] { run_prefill(model, flags.options, report); });
   }
@@ -113,13 +119,16 @@ int main(int argc, char** argv) {
   app.add_option("--num-layers", flags.num_layers, "override the number of layers (the sliding pattern is kept)");
   app.add_option("--out", flags.out, "also write the JSON object to this file");
   app.add_flag("--quick", flags.options.quick, "fewer repetitions (the R7B run takes a few minutes at most)");
+  app.add_flag("--fp8", flags.options.fp8, "FP8 E4M3 linear weights with row scales (the model's FP8 path)");
+  app.add_option("--linear-tokens", flags.options.linear_tokens, "token counts of the linear section")
+      ->delimiter(',');
   app.add_option("--batches", flags.options.decode_batches, "decode batch sizes")->delimiter(',');
   app.add_option("--contexts", flags.options.decode_contexts, "decode context lengths")->delimiter(',');
   app.add_option("--prefill-lengths", flags.options.prefill_lengths, "prefill prompt lengths")->delimiter(',');
   app.add_option("--sections", flags.options.sections,
-                 "sections to run: ceilings, decode, prefill, attention, sampling (default all)")
+                 "sections to run: ceilings, linear, decode, prefill, attention, sampling (default all)")
       ->delimiter(',')
-      ->check(CLI::IsMember({"ceilings", "decode", "prefill", "attention", "sampling"}));
+      ->check(CLI::IsMember({"ceilings", "linear", "decode", "prefill", "attention", "sampling"}));
   app.add_option("--max-prefill-chunk", flags.options.max_prefill_chunk, "prefill tokens per forward step")
       ->check(CLI::PositiveNumber);
   try {

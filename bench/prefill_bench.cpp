@@ -59,6 +59,7 @@ void prefill_point(const Cohere2Model& model, CudaBackend& backend, const BenchO
   const int runs = options.timed_runs(3, 1);
   BenchRow row("prefill", fmt::format("prefill {} tokens", num_tokens),
                fmt::format("1 seq, chunks of {}", chunk));
+  row.fp8 = options.fp8;  // FP8 models: compared to the FP8 GEMM ceiling
   if (num_tokens > c.max_position_embeddings) {
     row.note = fmt::format("skipped: beyond the model's {} positions", c.max_position_embeddings);
     report.add(std::move(row));
@@ -90,13 +91,15 @@ void prefill_point(const Cohere2Model& model, CudaBackend& backend, const BenchO
   report.add(std::move(row));
 }
 
-// The four matmuls of every layer on `num_tokens` rows of random activations.
+// The four matmuls of every layer on `num_tokens` rows of random activations (FP8 models: the activations
+// quantized once beforehand, the matmuls alone timed).
 void linear_point(const BenchModel& m, CudaBackend& backend, const BenchOptions& options, int64_t num_tokens,
                   Report& report) {
   const ModelConfig& c = m.config;
   const Cohere2Weights& w = m.weights;
   BenchRow row("prefill", fmt::format("linear layers, {} tokens", num_tokens),
                fmt::format("{} layers x (qkv, o, gate_up, down)", c.num_layers));
+  row.fp8 = options.fp8;
   Tensor x = backend.alloc(DType::kBF16, Shape{num_tokens, c.hidden_size});
   Tensor qkv = backend.alloc(DType::kBF16, Shape{num_tokens, c.qkv_size()});
   Tensor attn = backend.alloc(DType::kBF16, Shape{num_tokens, c.q_size()});
@@ -104,13 +107,31 @@ void linear_point(const BenchModel& m, CudaBackend& backend, const BenchOptions&
   Tensor gate_up = backend.alloc(DType::kBF16, Shape{num_tokens, 2 * c.intermediate_size});
   Tensor act = backend.alloc(DType::kBF16, Shape{num_tokens, c.intermediate_size});
   for (const Tensor* t : {&x, &attn, &act}) fill_random(*t, 0.0f, 1.0f, backend.stream());
+  // FP8 inputs: codes and per-token scales of x, attn and act.
+  struct Quantized {
+    Tensor codes, scales;
+  };
+  auto quantized = [&](const Tensor& t) {
+    if (!options.fp8) return Quantized{};
+    Quantized q{backend.alloc(DType::kF8E4M3, t.shape), backend.alloc(DType::kF32, Shape{t.dim(0)})};
+    backend.quantize_fp8(q.codes, q.scales, t);
+    return q;
+  };
+  const Quantized x8 = quantized(x), attn8 = quantized(attn), act8 = quantized(act);
+  auto project = [&](Tensor o, const Tensor& in, const Quantized& in8, const Linear& l) {
+    if (l.fp8()) {
+      backend.matmul_fp8(o, in8.codes, in8.scales, l.weight, l.scale, 1.0f);
+    } else {
+      backend.matmul(o, in, l.weight, 1.0f);
+    }
+  };
   EventTimer timer(backend.stream());
   auto all_layers = [&] {
     for (const LayerWeights& lw : w.layers) {
-      backend.matmul(qkv, x, lw.qkv.weight, 1.0f);
-      backend.matmul(out, attn, lw.o.weight, 1.0f);
-      backend.matmul(gate_up, x, lw.gate_up.weight, 1.0f);
-      backend.matmul(out, act, lw.down.weight, 1.0f);
+      project(qkv, x, x8, lw.qkv);
+      project(out, attn, attn8, lw.o);
+      project(gate_up, x, x8, lw.gate_up);
+      project(out, act, act8, lw.down);
     }
   };
   all_layers();  // warm-up: algorithm choice

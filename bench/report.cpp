@@ -17,8 +17,11 @@ nlohmann::json or_null(const std::optional<double>& v) { return v ? nlohmann::js
 
 std::optional<double> Report::fraction(const BenchRow& row) const {
   if (row.section == "ceiling") return std::nullopt;  // the ceilings themselves
-  if (row.flops_per_s && ceilings_.gemm_flops_per_s > 0) return *row.flops_per_s / ceilings_.gemm_flops_per_s;
-  if (row.bytes_per_s && ceilings_.copy_bytes_per_s > 0) return *row.bytes_per_s / ceilings_.copy_bytes_per_s;
+  const double gemm = row.fp8 ? ceilings_.fp8_gemm_flops_per_s : ceilings_.gemm_flops_per_s;
+  if (row.flops_per_s && gemm > 0) return *row.flops_per_s / gemm;
+  // Decode reads (weights, KV); the read ceiling is what a step's bytes can at best stream at.
+  const double bandwidth = ceilings_.read_bytes_per_s > 0 ? ceilings_.read_bytes_per_s : ceilings_.copy_bytes_per_s;
+  if (row.bytes_per_s && bandwidth > 0) return *row.bytes_per_s / bandwidth;
   return std::nullopt;
 }
 
@@ -38,7 +41,10 @@ void Report::add(BenchRow row) {
 
 nlohmann::json Report::to_json() const {
   nlohmann::json j = header_;
-  j["ceilings"] = {{"copy_bytes_per_s", ceilings_.copy_bytes_per_s}, {"gemm_flops_per_s", ceilings_.gemm_flops_per_s}};
+  j["ceilings"] = {{"copy_bytes_per_s", ceilings_.copy_bytes_per_s},
+                   {"read_bytes_per_s", ceilings_.read_bytes_per_s},
+                   {"gemm_flops_per_s", ceilings_.gemm_flops_per_s},
+                   {"fp8_gemm_flops_per_s", ceilings_.fp8_gemm_flops_per_s}};
   nlohmann::json rows = nlohmann::json::array();
   for (const BenchRow& r : rows_) {
     rows.push_back({{"section", r.section},
@@ -49,6 +55,7 @@ nlohmann::json Report::to_json() const {
                     {"bytes_per_s", or_null(r.bytes_per_s)},
                     {"flops_per_s", or_null(r.flops_per_s)},
                     {"fraction_of_ceiling", or_null(fraction(r))},
+                    {"fp8", r.fp8},
                     {"note", r.note},
                     {"details", r.details}});
   }

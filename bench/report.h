@@ -14,8 +14,10 @@ namespace tide::bench {
 
 // Ceilings measured in the same run; the percentages of bandwidth and compute rows refer to them.
 struct Ceilings {
-  double copy_bytes_per_s = 0;  // device-to-device copy, bytes read + written per second
-  double gemm_flops_per_s = 0;  // cuBLASLt bf16 GEMM 8192^3 through CudaBackend::matmul
+  double copy_bytes_per_s = 0;      // device-to-device copy, bytes read + written per second
+  double read_bytes_per_s = 0;      // weight bytes read per second by cuBLASLt's bf16 GEMV of the logits matrix
+  double gemm_flops_per_s = 0;      // cuBLASLt bf16 GEMM 8192^3 through CudaBackend::matmul
+  double fp8_gemm_flops_per_s = 0;  // cuBLASLt FP8 GEMM 8192^3 (row / token scales) through matmul_fp8
 };
 
 struct BenchRow {
@@ -27,8 +29,9 @@ struct BenchRow {
   std::string shape;
   std::optional<double> time_ms;
   std::optional<double> tok_per_s;
-  std::optional<double> bytes_per_s;  // shown as GB/s; a fraction of the copy ceiling
-  std::optional<double> flops_per_s;  // shown as TFLOP/s; a fraction of the GEMM ceiling
+  std::optional<double> bytes_per_s;  // shown as GB/s; a fraction of the read ceiling (copy before it is measured)
+  std::optional<double> flops_per_s;  // shown as TFLOP/s; a fraction of the bf16 or (fp8) the FP8 GEMM ceiling
+  bool fp8 = false;                   // FLOPs of FP8 matmuls
   std::string note;                   // "skipped: ...", "error: ..." or empty
   nlohmann::json details = nlohmann::json::object();  // counts behind the figures (bytes, FLOPs, runs)
 };

@@ -20,11 +20,13 @@ inline constexpr int64_t kMemoryMargin = int64_t{4} << 30;  // kept free for act
 
 struct BenchOptions {
   bool quick = false;
+  bool fp8 = false;  // the linear layers' weights in FP8 E4M3 with row scales (the model runs its FP8 path)
   std::vector<int64_t> decode_batches{1, 8, 32, 128};
   std::vector<int64_t> decode_contexts{1024, 32768};
   std::vector<int64_t> prefill_lengths{2048, 8192, 32768};
   int64_t max_prefill_chunk = 8192;
-  std::vector<std::string> sections{"ceilings", "decode", "prefill", "attention", "sampling"};
+  std::vector<int64_t> linear_tokens{1, 8, 16};
+  std::vector<std::string> sections{"ceilings", "linear", "decode", "prefill", "attention", "sampling"};
 
   int timed_runs(int full, int quick_runs) const { return quick ? quick_runs : full; }
   bool runs(const std::string& section) const {
@@ -39,6 +41,9 @@ struct BenchModel {
 
 // Device-to-device copy bandwidth and bf16 GEMM throughput; sets the report's ceilings.
 void run_ceilings(const BenchOptions& options, Report& report);
+// The four linear layers of every layer at decode batch sizes, each kind over all layers (far past L2):
+// weight bytes read per second; FP8 weights through the small-batch kernel and through cuBLASLt.
+void run_linear(const BenchModel& model, const BenchOptions& options, Report& report);
 // Decode steps of B sequences of 1 token at context C over a randomly filled paged KV cache.
 void run_decode(const BenchModel& model, const BenchOptions& options, Report& report);
 // One prompt of each length through the model in chunks, timed as a whole.

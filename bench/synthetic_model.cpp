@@ -80,18 +80,23 @@ int64_t linear_params(const ModelConfig& c) {
   return per_layer * c.num_layers;
 }
 
-int64_t weight_bytes(const ModelConfig& c) {
+int64_t weight_bytes(const ModelConfig& c, bool fp8) {
   const int64_t norms = (c.num_layers + 1) * c.hidden_size;
   const int64_t embed = c.vocab_size * c.hidden_size * (c.tie_word_embeddings ? 1 : 2);
-  return 2 * (linear_params(c) + norms + embed);
+  const int64_t rows = (c.qkv_size() + c.hidden_size + 2 * c.intermediate_size + c.hidden_size) * c.num_layers;
+  const int64_t linear = fp8 ? linear_params(c) + 4 * rows : 2 * linear_params(c);
+  return linear + 2 * (norms + embed);
 }
 
-Cohere2Weights synthetic_weights(const ModelConfig& c, CudaBackend& backend) {
+Cohere2Weights synthetic_weights(const ModelConfig& c, CudaBackend& backend, bool fp8) {
   const cudaStream_t stream = backend.stream();
   auto linear = [&](int64_t rows, int64_t fan_in) {
     Tensor t = backend.alloc(DType::kBF16, Shape{rows, fan_in});
     fill_random(t, 0.0f, 1.0f / std::sqrt(static_cast<float>(fan_in)), stream);
-    return t;
+    if (!fp8) return Linear{t, Tensor{}};
+    Linear l{backend.alloc(DType::kF8E4M3, Shape{rows, fan_in}), backend.alloc(DType::kF32, Shape{rows})};
+    backend.quantize_fp8(l.weight, l.scale, t);  // per-token quantization of rows = rowwise weight scales
+    return l;
   };
   auto norm = [&]() {
     Tensor t = backend.alloc(DType::kBF16, Shape{c.hidden_size});
@@ -103,15 +108,20 @@ Cohere2Weights synthetic_weights(const ModelConfig& c, CudaBackend& backend) {
   // Scaled up from 1/sqrt(H) so that the embedding rows are not negligible next to the layers' outputs.
   w.embed = backend.alloc(DType::kBF16, Shape{c.vocab_size, c.hidden_size});
   fill_random(w.embed, 0.0f, 4.0f / std::sqrt(static_cast<float>(c.hidden_size)), stream);
-  w.lm_head = c.tie_word_embeddings ? w.embed : linear(c.vocab_size, c.hidden_size);
+  if (c.tie_word_embeddings) {
+    w.lm_head = w.embed;
+  } else {
+    w.lm_head = backend.alloc(DType::kBF16, Shape{c.vocab_size, c.hidden_size});
+    fill_random(w.lm_head, 0.0f, 1.0f / std::sqrt(static_cast<float>(c.hidden_size)), stream);
+  }
   w.final_norm = norm();
   for (int64_t i = 0; i < c.num_layers; ++i) {
     LayerWeights l;
     l.input_norm = norm();
-    l.qkv.weight = linear(c.qkv_size(), c.hidden_size);
-    l.o.weight = linear(c.hidden_size, c.q_size());
-    l.gate_up.weight = linear(2 * c.intermediate_size, c.hidden_size);
-    l.down.weight = linear(c.hidden_size, c.intermediate_size);
+    l.qkv = linear(c.qkv_size(), c.hidden_size);
+    l.o = linear(c.hidden_size, c.q_size());
+    l.gate_up = linear(2 * c.intermediate_size, c.hidden_size);
+    l.down = linear(c.hidden_size, c.intermediate_size);
     w.layers.push_back(std::move(l));
   }
   TIDE_CUDA_CHECK(cudaStreamSynchronize(stream));

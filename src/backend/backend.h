@@ -149,6 +149,19 @@ class Backend {
     layer_norm(scratch, x, weight, eps);
     quantize_fp8(out8, scales, scratch);
   }
+  // residual_layer_norm() with its output (rounded to the activation dtype) quantized per token instead.
+  // h, a, b, scratch: [T, H], out8: [T, H] F8E4M3, scales: [T] F32.
+  virtual void residual_layer_norm_fp8(Tensor h, const Tensor& a, const Tensor& b, Tensor out8, Tensor scales,
+                                       const Tensor& weight, float eps, Tensor scratch) {
+    residual_layer_norm(h, a, b, scratch, weight, eps);
+    quantize_fp8(out8, scales, scratch);
+  }
+  // silu_mul() (rounded to the activation dtype), then quantize_fp8(): the activation that feeds an FP8 down
+  // projection. gate_up: [T, 2I], out8: [T, I] F8E4M3, scales: [T] F32, scratch: [T, I] activation dtype.
+  virtual void silu_mul_fp8(Tensor out8, Tensor scales, const Tensor& gate_up, Tensor scratch) {
+    silu_mul(scratch, gate_up);
+    quantize_fp8(out8, scales, scratch);
+  }
   // out[t][n] = alpha * x_scales[t] * w_scales[n] * sum_k e4m3(x8[t][k]) * e4m3(w8[n][k]), products exact and
   // summed in f32. out: [T, N] (activation dtype or F32), x8: [T, K] F8E4M3, x_scales: [T] F32,
   // w8: [N, K] F8E4M3 (one scale per output row), w_scales: [N] F32.

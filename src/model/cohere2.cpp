@@ -243,15 +243,20 @@ void Cohere2Model::run_layers(const StepMetadata& meta, std::vector<KvStorage>& 
   Tensor act = b.alloc(adt, Shape{num_tokens, c.intermediate_size});
   Tensor mlp_out = b.alloc(adt, Shape{num_tokens, c.hidden_size});
 
-  // FP8 linear layers take their input quantized per token: x once for qkv and gate_up (one norm feeds both),
-  // the attention output and the MLP activation each before their projection.
+  // FP8 linear layers take their input quantized per token: x once for qkv and gate_up (one norm feeds both;
+  // the norm writes the codes directly where both are FP8), the attention output before o, and the MLP
+  // activation, fused with its SwiGLU, before down.
   const bool fp8 = weights_.has_fp8();
-  const int64_t widest = std::max({c.hidden_size, c.q_size(), c.intermediate_size});
+  const int64_t widest = std::max(c.hidden_size, c.q_size());
   Tensor codes = fp8 ? b.alloc(DType::kF8E4M3, Shape{num_tokens, widest}) : Tensor{};
   Tensor scales = fp8 ? b.alloc(DType::kF32, Shape{num_tokens}) : Tensor{};
   Tensor x_codes = fp8 ? b.alloc(DType::kF8E4M3, Shape{num_tokens, c.hidden_size}) : Tensor{};
   Tensor x_scales = fp8 ? b.alloc(DType::kF32, Shape{num_tokens}) : Tensor{};
+  Tensor act_codes = fp8 ? b.alloc(DType::kF8E4M3, Shape{num_tokens, c.intermediate_size}) : Tensor{};
+  // Whether x_codes hold this layer's x; x itself is then not written.
   bool x_quantized = false;
+  // Layer i's norm output only ever feeds FP8 projections.
+  auto x_only_fp8 = [&](size_t i) { return weights_.layers[i].qkv.fp8() && weights_.layers[i].gate_up.fp8(); };
   // out = in @ l^T, through the FP8 matmul when the weight is FP8.
   auto project = [&](Tensor out, const Tensor& in, const Linear& l, bool input_is_x) {
     if (!l.fp8()) {
@@ -270,13 +275,18 @@ void Cohere2Model::run_layers(const StepMetadata& meta, std::vector<KvStorage>& 
   };
 
   b.embedding(h, weights_.embed, meta.token_ids);
-  b.layer_norm(x, h, weights_.layers.front().input_norm, eps);  // one norm feeds attention and MLP (parallel block)
+  // One norm feeds attention and MLP (parallel block).
+  if (fp8 && x_only_fp8(0)) {
+    b.layer_norm_fp8(x_codes, x_scales, h, weights_.layers.front().input_norm, eps, x);
+    x_quantized = true;
+  } else {
+    b.layer_norm(x, h, weights_.layers.front().input_norm, eps);
+  }
   for (size_t i = 0; i < c.layers.size(); ++i) {
     const LayerSpec& spec = c.layers[i];
     const LayerWeights& w = weights_.layers[i];
     KvStorage& group_kv = kv[static_cast<size_t>(spec.group_idx)];
     const AttentionBatch& group_batch = meta.groups[static_cast<size_t>(spec.group_idx)];
-    x_quantized = false;  // x is new in every layer
 
     project(qkv, x, w.qkv, true);
     if (spec.rope) {
@@ -289,12 +299,24 @@ void Cohere2Model::run_layers(const StepMetadata& meta, std::vector<KvStorage>& 
     project(attn_out, attn, w.o, false);
 
     project(gate_up, x, w.gate_up, true);
-    b.silu_mul(act, gate_up);
-    project(mlp_out, act, w.down, false);
+    if (w.down.fp8()) {
+      b.silu_mul_fp8(act_codes, scales, gate_up, act);
+      b.matmul_fp8(mlp_out, act_codes, scales, w.down.weight, w.down.scale, 1.0f);
+    } else {
+      b.silu_mul(act, gate_up);
+      b.matmul(mlp_out, act, w.down.weight, 1.0f);
+    }
 
     // h = (h + attn) + mlp, in transformers' order, then the next layer's input norm.
+    x_quantized = false;  // x is new for the next layer
     if (i + 1 < c.layers.size()) {
-      b.residual_layer_norm(h, attn_out, mlp_out, x, weights_.layers[i + 1].input_norm, eps);
+      const Tensor& next_norm = weights_.layers[i + 1].input_norm;
+      if (fp8 && x_only_fp8(i + 1)) {
+        b.residual_layer_norm_fp8(h, attn_out, mlp_out, x_codes, x_scales, next_norm, eps, x);
+        x_quantized = true;
+      } else {
+        b.residual_layer_norm(h, attn_out, mlp_out, x, next_norm, eps);
+      }
     } else {
       b.add(h, h, attn_out);
       b.add(h, h, mlp_out);

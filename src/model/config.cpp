@@ -124,6 +124,68 @@ std::vector<bool> sliding_layers(const Fields& f, const json& j, int64_t num_lay
   return sliding;
 }
 
+// One quantization scheme of compressed-tensors (weights or input_activations of a config group) must be
+// 8-bit float with the given strategy and dynamic flag, symmetric.
+void check_fp8_scheme(const Fields& f, const json& scheme, const std::string& where, const char* strategy,
+                      bool dynamic) {
+  if (!scheme.is_object()) fail("{}: field '{}' must be an object", f.source(), where);
+  const Fields s(scheme, f.source());
+  const std::string type = s.string("type", "");
+  const int64_t bits = s.integer("num_bits", 0);
+  if (type != "float" || bits != 8) {
+    fail("{}: field '{}' describes {}-bit '{}' quantization: tide supports 8-bit float (FP8 E4M3)", f.source(), where,
+         bits, type);
+  }
+  const std::string got = s.string("strategy", "");
+  if (got != strategy) {
+    fail("{}: field '{}.strategy' is '{}': tide supports '{}' ({})", f.source(), where, got, strategy,
+         dynamic ? "a dynamic scale per token" : "one scale per output row");
+  }
+  if (s.boolean("dynamic", false) != dynamic) {
+    fail("{}: field '{}.dynamic' must be {}: tide supports {}", f.source(), where, dynamic ? "true" : "false",
+         dynamic ? "dynamic per-token activation scales (no static scales)" : "static weight scales");
+  }
+  if (!s.boolean("symmetric", true)) fail("{}: field '{}.symmetric' is false: tide supports symmetric FP8", f.source(), where);
+}
+
+// config.json's quantization_config: absent (the checkpoint's own dtype, or --quantization at load) or
+// compressed-tensors FP8 as `tide quantize` writes it and vLLM reads it (rowwise E4M3 weights, dynamic
+// per-token activations). Anything else is refused by name rather than loaded with the wrong numerics.
+std::string quantization_of(const Fields& f, const json& j) {
+  if (!f.has("quantization_config")) return "";
+  const json& q = j.at("quantization_config");
+  if (!q.is_object()) fail("{}: field 'quantization_config' must be an object", f.source());
+  const Fields qf(q, f.source());
+  const std::string method = qf.string("quant_method", "");
+  if (method != "compressed-tensors") {
+    fail("{}: field 'quantization_config.quant_method' is '{}': tide loads compressed-tensors FP8 checkpoints "
+         "(rowwise E4M3 weights, as `tide quantize` writes) or quantizes a bf16 checkpoint with --quantization fp8",
+         f.source(), method);
+  }
+  const std::string format = qf.string("format", "float-quantized");
+  if (format != "float-quantized") {
+    fail("{}: field 'quantization_config.format' is '{}': tide supports 'float-quantized' (FP8)", f.source(), format);
+  }
+  if (qf.has("kv_cache_scheme")) {
+    fail("{}: field 'quantization_config.kv_cache_scheme' is set: quantized KV cache scales are not supported",
+         f.source());
+  }
+  if (!qf.has("config_groups") || !q.at("config_groups").is_object() || q.at("config_groups").empty()) {
+    fail("{}: field 'quantization_config.config_groups' must be a non-empty object", f.source());
+  }
+  for (const auto& [name, group] : q.at("config_groups").items()) {
+    const std::string where = "quantization_config.config_groups." + name;
+    if (!group.is_object()) fail("{}: field '{}' must be an object", f.source(), where);
+    const Fields g(group, f.source());
+    check_fp8_scheme(f, g.at("weights"), where + ".weights", "channel", false);
+    // Weight-only FP8 checkpoints (no input_activations) run with tide's dynamic per-token activations.
+    if (g.has("input_activations")) {
+      check_fp8_scheme(f, group.at("input_activations"), where + ".input_activations", "token", true);
+    }
+  }
+  return "fp8";
+}
+
 void build_groups(ModelConfig& c) {
   std::map<int64_t, int> group_of_window;
   for (int i = 0; i < static_cast<int>(c.layers.size()); ++i) {
@@ -168,6 +230,7 @@ ModelConfig ModelConfig::from_json(const json& j, const std::string& source) {
   c.rope_theta = rope_theta_of(f, j);
   c.tie_word_embeddings = f.boolean("tie_word_embeddings", true);
   c.dtype = f.string("dtype", f.string("torch_dtype", ""));
+  c.quantization = quantization_of(f, j);
 
   if (c.vocab_size > INT32_MAX) fail("{}: field 'vocab_size' is too large: {}", source, c.vocab_size);
   if (c.hidden_size % c.num_heads != 0) {

@@ -52,6 +52,9 @@ struct ModelConfig {
   // config.json "dtype" (or older "torch_dtype"): the dtype transformers instantiates the model in. It also
   // decides the precision of transformers' RoPE inv_freq buffer (see rope_inv_freq()). Empty when absent.
   std::string dtype;
+  // "fp8" for a compressed-tensors FP8 checkpoint (quantization_config: rowwise E4M3 weights, dynamic per-token
+  // activations), else empty. Other quantization configs are refused by from_json.
+  std::string quantization;
 
   std::vector<LayerSpec> layers;   // [num_layers]
   std::vector<LayerGroup> groups;  // in order of first appearance

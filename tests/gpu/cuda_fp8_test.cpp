@@ -1,7 +1,10 @@
 // The CUDA backend's FP8 path against the CPU reference: per-token quantization bit for bit (both use
-// core/fp8.h's arithmetic), the cuBLASLt FP8 matmul with per-row and per-token scales within bf16 output
-// rounding, and the fixture models quantized to FP8 at load: logits within the bound the CPU FP8 test
-// justifies (16 x transformers' bf16 error) plus the bf16 activations' own error (2 x).
+// core/fp8.h's arithmetic); the FP8 matmul with per-row and per-token scales (tide's small-batch kernel for
+// T <= 16 and cuBLASLt) within bf16 output rounding; the fused kernels (norm, residual + norm, SwiGLU with
+// FP8 output) bit for bit against the GPU's unfused ops and within e4m3 rounding of the CPU's; and the
+// fixture models quantized to FP8 at load: logits within the bound the CPU FP8 test justifies (16 x
+// transformers' bf16 error) plus the bf16 activations' own error (2 x).
+#include <cmath>
 #include <cstdio>
 #include <random>
 
@@ -47,21 +50,29 @@ TEST_F(CudaFp8, QuantizeMatchesTheCpuBitForBit) {
   }
 }
 
+// Random e4m3 codes (no NaN).
+std::vector<uint8_t> random_codes(std::mt19937& rng, int64_t n) {
+  std::vector<uint8_t> c(static_cast<size_t>(n));
+  for (uint8_t& v : c) {
+    v = static_cast<uint8_t>(rng() % 256);
+    if ((v & 0x7F) == 0x7F) v = 0x38;
+  }
+  return c;
+}
+
 TEST_F(CudaFp8, MatmulMatchesTheCpuWithinBf16Rounding) {
-  struct Shape3 {
+  struct Case {
     int64_t t, k, n;
+    DType out;
   };
-  for (const Shape3 s : {Shape3{1, 4096, 1024}, Shape3{7, 512, 256}, Shape3{64, 4096, 3072}, Shape3{300, 1024, 512}}) {
-    std::mt19937 rng(static_cast<uint32_t>(s.t * 131 + s.k));
-    auto codes = [&](int64_t n) {
-      std::vector<uint8_t> c(static_cast<size_t>(n));
-      for (uint8_t& v : c) {
-        v = static_cast<uint8_t>(rng() % 256);
-        if ((v & 0x7F) == 0x7F) v = 0x38;  // no NaN codes
-      }
-      return c;
-    };
-    const std::vector<uint8_t> x8 = codes(s.t * s.k), w8 = codes(s.n * s.k);
+  // T <= 16 runs the small-batch kernel (1 and 2 token tiles; N past 2 x 32 x SMs takes 32-row CTAs; N not a
+  // multiple of 16; K not a multiple of 64) and, forced, cuBLASLt; larger T always cuBLASLt.
+  const Case cases[] = {{1, 4096, 1024, DType::kBF16}, {7, 512, 256, DType::kBF16},  {8, 4112, 1000, DType::kF32},
+                        {9, 1024, 777, DType::kBF16},  {16, 2048, 9000, DType::kBF16}, {3, 16, 40, DType::kF32},
+                        {1, 14336, 4096, DType::kF32}, {64, 4096, 3072, DType::kBF16}, {300, 1024, 512, DType::kBF16}};
+  for (const Case& s : cases) {
+    std::mt19937 rng(static_cast<uint32_t>(s.t * 131 + s.k + s.n));
+    const std::vector<uint8_t> x8 = random_codes(rng, s.t * s.k), w8 = random_codes(rng, s.n * s.k);
     std::vector<float> xs(static_cast<size_t>(s.t)), ws(static_cast<size_t>(s.n));
     for (float& v : xs) v = 0.01f * static_cast<float>(1 + rng() % 100);
     for (float& v : ws) v = 0.001f * static_cast<float>(1 + rng() % 100);
@@ -74,14 +85,131 @@ TEST_F(CudaFp8, MatmulMatchesTheCpuWithinBf16Rounding) {
     const auto c = upload(cpu_);
     const auto g = upload(*gpu_);
     Tensor oc = cpu_.alloc(DType::kF32, Shape{s.t, s.n});
-    Tensor og = gpu_->alloc(DType::kBF16, Shape{s.t, s.n});
     cpu_.matmul_fp8(oc, c[0], c[1], c[2], c[3], 0.5f);
-    gpu_->matmul_fp8(og, g[0], g[1], g[2], g[3], 0.5f);
-    const double err = test::rel_err(test::to_f32(*gpu_, og), test::to_f32(cpu_, oc));
-    std::printf("[ fp8      ] matmul T=%ld K=%ld N=%ld: rel err %.3g against the CPU\n", static_cast<long>(s.t),
-                static_cast<long>(s.k), static_cast<long>(s.n), err);
-    EXPECT_LT(err, 2 * test::kBf16Rounding);
+    const std::vector<float> want = test::to_f32(cpu_, oc);
+    for (bool small_kernel : {true, false}) {
+      gpu_->set_fp8_small_matmul_max_tokens(small_kernel ? 16 : 0);
+      Tensor og = gpu_->alloc(s.out, Shape{s.t, s.n});
+      gpu_->matmul_fp8(og, g[0], g[1], g[2], g[3], 0.5f);
+      const double err = test::rel_err(test::to_f32(*gpu_, og), want);
+      const char* path = small_kernel && s.t <= 16 ? "small-batch kernel" : "cuBLASLt";
+      std::printf("[ fp8      ] matmul T=%ld K=%ld N=%ld %s %s: rel err %.3g against the CPU\n", static_cast<long>(s.t),
+                  static_cast<long>(s.k), static_cast<long>(s.n), std::string(dtype_name(s.out)).c_str(), path, err);
+      // bf16 output: its rounding; f32 output: only the summation order differs.
+      EXPECT_LT(err, s.out == DType::kF32 ? 1e-5 : 2 * test::kBf16Rounding) << path << " T=" << s.t << " N=" << s.n;
+    }
   }
+}
+
+// Every output element, not just the L2 error: a wrong row or token in the small-batch kernel's tiling would
+// hide in an aggregate over a large matrix.
+TEST_F(CudaFp8, SmallBatchMatmulEveryElement) {
+  for (int64_t t = 1; t <= 16; ++t) {
+    const int64_t k = 192, n = 50;
+    std::mt19937 rng(static_cast<uint32_t>(t));
+    const std::vector<uint8_t> x8 = random_codes(rng, t * k), w8 = random_codes(rng, n * k);
+    std::vector<float> xs(static_cast<size_t>(t), 0.25f), ws(static_cast<size_t>(n), 0.5f);
+    Tensor oc = cpu_.alloc(DType::kF32, Shape{t, n}), og = gpu_->alloc(DType::kF32, Shape{t, n});
+    cpu_.matmul_fp8(oc, cpu_.upload(x8.data(), DType::kF8E4M3, Shape{t, k}), cpu_.upload(xs.data(), DType::kF32, Shape{t}),
+                    cpu_.upload(w8.data(), DType::kF8E4M3, Shape{n, k}), cpu_.upload(ws.data(), DType::kF32, Shape{n}), 1.0f);
+    gpu_->matmul_fp8(og, gpu_->upload(x8.data(), DType::kF8E4M3, Shape{t, k}),
+                     gpu_->upload(xs.data(), DType::kF32, Shape{t}), gpu_->upload(w8.data(), DType::kF8E4M3, Shape{n, k}),
+                     gpu_->upload(ws.data(), DType::kF32, Shape{n}), 1.0f);
+    const std::vector<float> want = test::to_f32(cpu_, oc), got = test::to_f32(*gpu_, og);
+    for (size_t i = 0; i < want.size(); ++i) {
+      ASSERT_NEAR(got[i], want[i], 1e-5 * (1.0 + std::fabs(want[i]))) << "T=" << t << " token " << i / n << " row " << i % n;
+    }
+  }
+}
+
+// The fused kernels against the same ops unfused on the GPU (Backend's default compositions: bit for bit,
+// since the kernels share their arithmetic), and against the CPU's (f32 norm, then e4m3): dequantized values
+// within e4m3's rounding (half a step: 2^-4 relative) of the CPU's exact output, plus bf16's.
+class CudaFp8Fused : public CudaFp8 {
+ protected:
+  struct Codes {
+    std::vector<uint8_t> codes;
+    std::vector<float> scales;
+  };
+  Codes get(Backend& b, const Tensor& out8, const Tensor& scales) {
+    Codes c{std::vector<uint8_t>(static_cast<size_t>(out8.numel())), std::vector<float>(static_cast<size_t>(scales.numel()))};
+    b.download(out8, c.codes.data());
+    b.download(scales, c.scales.data());
+    return c;
+  }
+  // Dequantized codes against `want` (the CPU's unquantized f32 values), row by row.
+  static void expect_close(const Codes& got, const std::vector<float>& want, int64_t rows, int64_t cols) {
+    for (int64_t r = 0; r < rows; ++r) {
+      double err = 0, norm = 0;
+      for (int64_t i = 0; i < cols; ++i) {
+        const size_t j = static_cast<size_t>(r * cols + i);
+        const double v = fp8::e4m3_to_float(got.codes[j]) * static_cast<double>(got.scales[static_cast<size_t>(r)]);
+        err += (v - want[j]) * (v - want[j]);
+        norm += static_cast<double>(want[j]) * want[j];
+      }
+      // e4m3's relative rounding is at most 2^-4 (RMS about 2^-4 / sqrt(3) for spread values).
+      EXPECT_LT(std::sqrt(err / norm), 0.045) << "row " << r;
+    }
+  }
+};
+
+TEST_F(CudaFp8Fused, LayerNormFp8) {
+  for (int64_t hidden : {int64_t{96}, int64_t{4096}, int64_t{12288}}) {
+    const int64_t rows = 5;
+    const auto x = both(cpu_, *gpu_, test::random_bf16_values(static_cast<size_t>(rows * hidden), 3, 2.0f, 0.5f),
+                        Shape{rows, hidden});
+    const auto w = both(cpu_, *gpu_, test::random_bf16_values(static_cast<size_t>(hidden), 4, 0.2f, 1.0f), Shape{hidden});
+    Tensor q = gpu_->alloc(DType::kF8E4M3, Shape{rows, hidden}), s = gpu_->alloc(DType::kF32, Shape{rows});
+    Tensor q2 = gpu_->alloc(DType::kF8E4M3, Shape{rows, hidden}), s2 = gpu_->alloc(DType::kF32, Shape{rows});
+    Tensor scratch = gpu_->alloc(DType::kBF16, Shape{rows, hidden});
+    gpu_->layer_norm_fp8(q, s, x.gpu, w.gpu, 1e-5f, scratch);
+    gpu_->Backend::layer_norm_fp8(q2, s2, x.gpu, w.gpu, 1e-5f, scratch);
+    const Codes fused = get(*gpu_, q, s), unfused = get(*gpu_, q2, s2);
+    EXPECT_EQ(fused.scales, unfused.scales) << hidden;
+    EXPECT_EQ(fused.codes, unfused.codes) << hidden;
+    Tensor ref = cpu_.alloc(DType::kF32, Shape{rows, hidden});
+    cpu_.layer_norm(ref, x.cpu, w.cpu, 1e-5f);
+    expect_close(fused, test::to_f32(cpu_, ref), rows, hidden);
+  }
+}
+
+TEST_F(CudaFp8Fused, ResidualLayerNormFp8) {
+  const int64_t rows = 6, hidden = 4096;
+  const std::vector<float> h0 = test::random_bf16_values(static_cast<size_t>(rows * hidden), 5, 3.0f);
+  const auto a = both(cpu_, *gpu_, test::random_bf16_values(static_cast<size_t>(rows * hidden), 6), Shape{rows, hidden});
+  const auto b = both(cpu_, *gpu_, test::random_bf16_values(static_cast<size_t>(rows * hidden), 7), Shape{rows, hidden});
+  const auto w = both(cpu_, *gpu_, test::random_bf16_values(static_cast<size_t>(hidden), 8, 0.2f, 1.0f), Shape{hidden});
+  const auto h1 = both(cpu_, *gpu_, h0, Shape{rows, hidden});
+  const auto h2 = both(cpu_, *gpu_, h0, Shape{rows, hidden});
+  Tensor q = gpu_->alloc(DType::kF8E4M3, Shape{rows, hidden}), s = gpu_->alloc(DType::kF32, Shape{rows});
+  Tensor q2 = gpu_->alloc(DType::kF8E4M3, Shape{rows, hidden}), s2 = gpu_->alloc(DType::kF32, Shape{rows});
+  Tensor scratch = gpu_->alloc(DType::kBF16, Shape{rows, hidden});
+  gpu_->residual_layer_norm_fp8(h1.gpu, a.gpu, b.gpu, q, s, w.gpu, 1e-5f, scratch);
+  gpu_->Backend::residual_layer_norm_fp8(h2.gpu, a.gpu, b.gpu, q2, s2, w.gpu, 1e-5f, scratch);
+  const Codes fused = get(*gpu_, q, s), unfused = get(*gpu_, q2, s2);
+  EXPECT_EQ(fused.scales, unfused.scales);
+  EXPECT_EQ(fused.codes, unfused.codes);
+  EXPECT_EQ(test::to_f32(*gpu_, h1.gpu), test::to_f32(*gpu_, h2.gpu));  // the residual stream too
+  Tensor ref = cpu_.alloc(DType::kF32, Shape{rows, hidden});
+  cpu_.residual_layer_norm(h1.cpu, a.cpu, b.cpu, ref, w.cpu, 1e-5f);
+  expect_close(fused, test::to_f32(cpu_, ref), rows, hidden);
+}
+
+TEST_F(CudaFp8Fused, SiluMulFp8) {
+  const int64_t rows = 4, inter = 14336;
+  const auto gate_up = both(cpu_, *gpu_, test::random_bf16_values(static_cast<size_t>(rows * 2 * inter), 9, 2.0f),
+                            Shape{rows, 2 * inter});
+  Tensor q = gpu_->alloc(DType::kF8E4M3, Shape{rows, inter}), s = gpu_->alloc(DType::kF32, Shape{rows});
+  Tensor q2 = gpu_->alloc(DType::kF8E4M3, Shape{rows, inter}), s2 = gpu_->alloc(DType::kF32, Shape{rows});
+  Tensor scratch = gpu_->alloc(DType::kBF16, Shape{rows, inter});
+  gpu_->silu_mul_fp8(q, s, gate_up.gpu, scratch);
+  gpu_->Backend::silu_mul_fp8(q2, s2, gate_up.gpu, scratch);
+  const Codes fused = get(*gpu_, q, s), unfused = get(*gpu_, q2, s2);
+  EXPECT_EQ(fused.scales, unfused.scales);
+  EXPECT_EQ(fused.codes, unfused.codes);
+  Tensor ref = cpu_.alloc(DType::kF32, Shape{rows, inter});
+  cpu_.silu_mul(ref, gate_up.cpu);
+  expect_close(fused, test::to_f32(cpu_, ref), rows, inter);
 }
 
 class CudaFp8Model : public ::testing::TestWithParam<std::string> {
@@ -89,21 +217,29 @@ class CudaFp8Model : public ::testing::TestWithParam<std::string> {
   void SetUp() override { TIDE_REQUIRE_GPU(); }
 };
 
+// Prompts are computed in chunks of at most 16 tokens (the small-batch kernel's range) and, again, with
+// cuBLASLt for every FP8 matmul.
 TEST_P(CudaFp8Model, LogitsWithinTheFp8AndBf16Bounds) {
   const nlohmann::json g = test::read_json(fixture(GetParam()) / "golden.json");
   const SafetensorsFile tensors = SafetensorsFile::open(fixture(GetParam()) / "golden.safetensors");
-  EngineOptions options;
-  options.quantization = "fp8";
-  options.kv_cache_memory = int64_t{256} << 20;
-  Engine engine(fixture(GetParam()), std::make_unique<CudaBackend>(), options);
-  for (const auto& c : g["cases"]) {
-    const std::vector<float> want = test::golden_tensor(tensors, c["logits_tensor"]);
-    std::vector<float> got;
-    for (const auto& row : engine.prompt_logits(test::ids_of(c["prompt_ids"]), true)) got.insert(got.end(), row.begin(), row.end());
-    const double err = test::rel_err(got, want), bf16 = c["hf_bf16_rel_err"].get<double>();
-    std::printf("[ fp8      ] %s %s on the GPU: rel err %.4g = %.1f x transformers' bf16 error\n", GetParam().c_str(),
-                c["name"].get<std::string>().c_str(), err, err / bf16);
-    EXPECT_LT(err, 18 * bf16) << c["name"];
+  for (bool small_kernel : {true, false}) {
+    EngineOptions options;
+    options.quantization = "fp8";
+    options.kv_cache_memory = int64_t{256} << 20;
+    options.max_prefill_chunk = 16;
+    auto backend = std::make_unique<CudaBackend>();
+    backend->set_fp8_small_matmul_max_tokens(small_kernel ? 16 : 0);
+    Engine engine(fixture(GetParam()), std::move(backend), options);
+    for (const auto& c : g["cases"]) {
+      const std::vector<float> want = test::golden_tensor(tensors, c["logits_tensor"]);
+      std::vector<float> got;
+      for (const auto& row : engine.prompt_logits(test::ids_of(c["prompt_ids"]), true)) got.insert(got.end(), row.begin(), row.end());
+      const double err = test::rel_err(got, want), bf16 = c["hf_bf16_rel_err"].get<double>();
+      std::printf("[ fp8      ] %s %s on the GPU (%s): rel err %.4g = %.1f x transformers' bf16 error\n",
+                  GetParam().c_str(), c["name"].get<std::string>().c_str(),
+                  small_kernel ? "small-batch kernel" : "cuBLASLt", err, err / bf16);
+      EXPECT_LT(err, 18 * bf16) << c["name"];
+    }
   }
 }
 

@@ -155,5 +155,58 @@ TEST(ModelConfig, ErrorsNameTheField) {
   EXPECT_NE(error_of(nlohmann::json::array()).find("object"), std::string::npos);
 }
 
+// compressed-tensors FP8 (rowwise weights, dynamic per-token activations) is read; every other scheme is
+// refused with an error naming the field, never loaded with the wrong numerics.
+TEST(ModelConfig, QuantizationConfig) {
+  nlohmann::json j = tiny_config();
+  EXPECT_EQ(ModelConfig::from_json(j, "c").quantization, "");
+  const nlohmann::json weights = {{"num_bits", 8}, {"type", "float"}, {"strategy", "channel"}, {"symmetric", true},
+                                  {"dynamic", false}};
+  const nlohmann::json activations = {{"num_bits", 8}, {"type", "float"}, {"strategy", "token"}, {"symmetric", true},
+                                      {"dynamic", true}};
+  const nlohmann::json fp8 = {{"quant_method", "compressed-tensors"},
+                              {"format", "float-quantized"},
+                              {"config_groups", {{"group_0", {{"targets", {"Linear"}}, {"weights", weights},
+                                                              {"input_activations", activations}}}}},
+                              {"ignore", {"lm_head"}},
+                              {"kv_cache_scheme", nullptr}};
+  j["quantization_config"] = fp8;
+  EXPECT_EQ(ModelConfig::from_json(j, "c").quantization, "fp8");
+  j["quantization_config"]["config_groups"]["group_0"].erase("input_activations");  // weight-only FP8
+  EXPECT_EQ(ModelConfig::from_json(j, "c").quantization, "fp8");
+
+  struct Refused {
+    std::string path;  // JSON pointer into quantization_config
+    nlohmann::json value;
+    std::string named;
+  };
+  const std::vector<Refused> refused = {
+      {"/quant_method", "gptq", "quant_method"},
+      {"/quant_method", "fp8", "quant_method"},
+      {"/quant_method", "awq", "awq"},
+      {"/format", "pack-quantized", "format"},
+      {"/kv_cache_scheme", {{"num_bits", 8}, {"type", "float"}}, "kv_cache_scheme"},
+      {"/config_groups", nlohmann::json::object(), "config_groups"},
+      {"/config_groups/group_0/weights/num_bits", 4, "group_0.weights"},
+      {"/config_groups/group_0/weights/type", "int", "group_0.weights"},
+      {"/config_groups/group_0/weights/strategy", "block", "weights.strategy"},
+      {"/config_groups/group_0/weights/strategy", "tensor", "weights.strategy"},
+      {"/config_groups/group_0/weights/symmetric", false, "symmetric"},
+      {"/config_groups/group_0/input_activations/strategy", "tensor", "input_activations.strategy"},
+      {"/config_groups/group_0/input_activations/dynamic", false, "input_activations.dynamic"},
+      {"/config_groups/group_0/weights", "fp8", "group_0.weights"},
+  };
+  for (const Refused& r : refused) {
+    j = tiny_config();
+    j["quantization_config"] = fp8;
+    j["quantization_config"][nlohmann::json::json_pointer(r.path)] = r.value;
+    const std::string error = error_of(j);
+    EXPECT_NE(error.find(r.named), std::string::npos) << r.path << ": " << error;
+  }
+  j = tiny_config();
+  j["quantization_config"] = "fp8";
+  EXPECT_NE(error_of(j).find("quantization_config"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace tide

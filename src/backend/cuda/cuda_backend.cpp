@@ -56,7 +56,10 @@ bool CudaBackend::available() {
 }
 
 CudaBackend::CudaBackend(int device)
-    : allocator_(std::make_shared<Allocator>()), graph_allocator_(std::make_shared<Allocator>()), device_(device) {
+    : allocator_(std::make_shared<Allocator>()),
+      graph_allocator_(std::make_shared<Allocator>()),
+      device_(device),
+      fp8_small_max_tokens_(cuda::kFp8SmallMatmulMaxTokens) {
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) fail("--device cuda: no CUDA device is available");
   if (device < 0 || device >= count) fail("--device cuda: device {} does not exist ({} present)", device, count);
@@ -322,6 +325,34 @@ void CudaBackend::quantize_fp8(Tensor out8, Tensor scales, const Tensor& x) {
   if (out8.dtype != DType::kF8E4M3) fail("cuda backend: quantize_fp8 output must be F8_E4M3");
   cuda::launch_quantize_fp8(out8.as<uint8_t>(), typed<float>(scales, DType::kF32, "quantize_fp8 scales"),
                             bf(x, "quantize_fp8 input"), x.dim(0), x.dim(1), stream_);
+}
+
+// out8: [T, H] e4m3, scales: [T] f32, x: [T, H] bf16, weight: [H]
+void CudaBackend::layer_norm_fp8(Tensor out8, Tensor scales, const Tensor& x, const Tensor& weight, float eps,
+                                 Tensor /*scratch*/) {
+  TIDE_CHECK(out8.shape == x.shape && scales.numel() == x.dim(0) && weight.numel() == x.dim(1));
+  cuda::launch_layer_norm_fp8(typed<uint8_t>(out8, DType::kF8E4M3, "layer_norm_fp8 output"),
+                              typed<float>(scales, DType::kF32, "layer_norm_fp8 scales"), bf(x, "layer_norm input"),
+                              bf(weight, "layer_norm weight"), x.dim(0), x.dim(1), eps, stream_);
+}
+
+// h, a, b: [T, H] bf16, out8: [T, H] e4m3, scales: [T] f32, weight: [H]
+void CudaBackend::residual_layer_norm_fp8(Tensor h, const Tensor& a, const Tensor& b, Tensor out8, Tensor scales,
+                                          const Tensor& weight, float eps, Tensor /*scratch*/) {
+  TIDE_CHECK(a.shape == h.shape && b.shape == h.shape && out8.shape == h.shape && scales.numel() == h.dim(0) &&
+             weight.numel() == h.dim(1));
+  cuda::launch_residual_layer_norm_fp8(bf(h, "residual"), bf(a, "residual input"), bf(b, "residual input"),
+                                       typed<uint8_t>(out8, DType::kF8E4M3, "layer_norm_fp8 output"),
+                                       typed<float>(scales, DType::kF32, "layer_norm_fp8 scales"),
+                                       bf(weight, "layer_norm weight"), h.dim(0), h.dim(1), eps, stream_);
+}
+
+// out8: [T, I] e4m3, scales: [T] f32, gate_up: [T, 2I] bf16
+void CudaBackend::silu_mul_fp8(Tensor out8, Tensor scales, const Tensor& gate_up, Tensor /*scratch*/) {
+  TIDE_CHECK(gate_up.dim(1) == 2 * out8.dim(1) && gate_up.dim(0) == out8.dim(0) && scales.numel() == out8.dim(0));
+  cuda::launch_silu_mul_fp8(typed<uint8_t>(out8, DType::kF8E4M3, "silu_mul_fp8 output"),
+                            typed<float>(scales, DType::kF32, "silu_mul_fp8 scales"), bf(gate_up, "gate_up"),
+                            out8.dim(0), out8.dim(1), stream_);
 }
 
 void CudaBackend::add(Tensor out, const Tensor& a, const Tensor& b) {

@@ -60,6 +60,14 @@ class CudaBackend final : public Backend {
   void copy(Tensor out, const Tensor& x) override;
   bool supports_fp8() const override { return true; }
   void quantize_fp8(Tensor out8, Tensor scales, const Tensor& x) override;
+  // The fused kernels: the bf16 intermediate is never written (scratch is unused).
+  void layer_norm_fp8(Tensor out8, Tensor scales, const Tensor& x, const Tensor& weight, float eps,
+                      Tensor scratch) override;
+  void residual_layer_norm_fp8(Tensor h, const Tensor& a, const Tensor& b, Tensor out8, Tensor scales,
+                               const Tensor& weight, float eps, Tensor scratch) override;
+  void silu_mul_fp8(Tensor out8, Tensor scales, const Tensor& gate_up, Tensor scratch) override;
+  // Up to kFp8SmallMatmulMaxTokens (16) tokens run tide's small-batch kernel (fp8_small_matmul.cu), more
+  // go to cuBLASLt.
   void matmul_fp8(Tensor out, const Tensor& x8, const Tensor& x_scales, const Tensor& w8, const Tensor& w_scales,
                   float alpha) override;
   // The per-row arrays travel in one asynchronous copy from pinned staging into a device buffer, both kept
@@ -73,6 +81,9 @@ class CudaBackend final : public Backend {
   std::unique_ptr<Graph> capture(const std::function<void()>& body) override;
 
   cudaStream_t stream() const { return stream_; }
+  // The most tokens matmul_fp8 gives the small-batch kernel (0: cuBLASLt always); for tests and benchmarks
+  // comparing the two. Clamped to the kernel's limit.
+  void set_fp8_small_matmul_max_tokens(int64_t t);
 
  private:
   struct Allocator;   // caching device allocator, shared with the tensors it handed out
@@ -103,6 +114,7 @@ class CudaBackend final : public Backend {
   bool capturing_ = false;
   int device_ = 0;
   int num_sms_ = 1;
+  int64_t fp8_small_max_tokens_;
   cudaStream_t stream_ = nullptr;
   cublasLtHandle_t lt_ = nullptr;
   void* workspace_ = nullptr;

@@ -1,10 +1,13 @@
 // CudaBackend::matmul and matmul_fp8 through cuBLASLt: bf16 (or E4M3 with row / token scales) inputs, f32
 // accumulation, bf16 or f32 output. The descriptors and the algorithm (cuBLASLt's heuristic pick) are made
 // once per shape and kept: creating them costs more host time than a decode-sized GEMM takes on the GPU.
+#include <algorithm>
+#include <cstdint>
 #include <tuple>
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/kernels.h"
 
 namespace tide {
 
@@ -64,6 +67,14 @@ void CudaBackend::matmul_fp8(Tensor out, const Tensor& x8, const Tensor& x_scale
   if (x_scales.dtype != DType::kF32 || w_scales.dtype != DType::kF32) fail("cuda backend: matmul_fp8 scales must be F32");
   if (out.dtype != DType::kBF16 && out.dtype != DType::kF32) fail("cuda backend: matmul_fp8 output must be BF16 or F32");
   if (t == 0) return;
+  const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  if (t <= fp8_small_max_tokens_ && cuda::fp8_small_matmul_supports(t, k, n) && aligned(x8.data) && aligned(w8.data)) {
+    const cuda::Fp8SmallMatmul p{out.data, out.dtype == DType::kF32, static_cast<const uint8_t*>(x8.data),
+                                 static_cast<const float*>(x_scales.data), static_cast<const uint8_t*>(w8.data),
+                                 static_cast<const float*>(w_scales.data), alpha, t, k, n};
+    cuda::launch_fp8_small_matmul(p, num_sms_, stream_);
+    return;
+  }
   MatmulPlan& plan = matmul_plan(t, k, n, out.dtype == DType::kF32 ? CUDA_R_32F : CUDA_R_16BF, /*fp8=*/true);
   const void* a_scale = w_scales.data;
   const void* b_scale = x_scales.data;
@@ -72,6 +83,10 @@ void CudaBackend::matmul_fp8(Tensor out, const Tensor& x8, const Tensor& x_scale
   const float beta = 0.0f;
   TIDE_CUBLAS_CHECK(cublasLtMatmul(lt_, plan.op, &alpha, w8.data, plan.a, x8.data, plan.b, &beta, out.data, plan.d,
                                    out.data, plan.d, &plan.algo, workspace_, workspace_bytes_, stream_));
+}
+
+void CudaBackend::set_fp8_small_matmul_max_tokens(int64_t t) {
+  fp8_small_max_tokens_ = std::clamp<int64_t>(t, 0, cuda::kFp8SmallMatmulMaxTokens);
 }
 
 // out: [T, N], x: [T, K], w: [N, K]

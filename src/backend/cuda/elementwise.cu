@@ -1,5 +1,6 @@
 // Memory-bound CUDA kernels of the backend: embedding and row gathers, RoPE, the KV store (alone and fused
 // with RoPE: the forward pass uses the fused one), SiLU-multiply and add. One pass each.
+#include "backend/cuda/activation.cuh"
 #include "backend/cuda/kernels.h"
 
 namespace tide::cuda {
@@ -96,7 +97,7 @@ __global__ void silu_mul_kernel(bf16* out, const bf16* gate_up, int64_t num_toke
   const int64_t t = i / inter, j = i % inter;
   const float g = __bfloat162float(gate_up[t * 2 * inter + j]);
   const float u = __bfloat162float(gate_up[t * 2 * inter + inter + j]);
-  out[i] = __float2bfloat16(g / (1.0f + __expf(-g)) * u);
+  out[i] = silu_mul_value(g, u);
 }
 
 __global__ void add_kernel(bf16* out, const bf16* a, const bf16* b, int64_t n) {

@@ -50,6 +50,35 @@ void launch_silu_mul(bf16* out, const bf16* gate_up, int64_t num_tokens, int64_t
 void launch_add(bf16* out, const bf16* a, const bf16* b, int64_t n, cudaStream_t stream);
 // Per-token FP8 quantization (core/fp8.h): scales[r] = amax(row r) / 448, out = e4m3(x / scale). x: [rows, cols].
 void launch_quantize_fp8(uint8_t* out, float* scales, const bf16* x, int64_t rows, int64_t cols, cudaStream_t stream);
+// launch_layer_norm's bf16 output, quantized per token as launch_quantize_fp8 would (the same bits), without
+// writing the bf16 row.  x: [T, H], out8: [T, H], scales: [T].
+void launch_layer_norm_fp8(uint8_t* out8, float* scales, const bf16* x, const bf16* w, int64_t num_tokens,
+                           int64_t hidden, float eps, cudaStream_t stream);
+// launch_residual_layer_norm (h updated in place), its normalized output quantized per token instead of written.
+void launch_residual_layer_norm_fp8(bf16* h, const bf16* a, const bf16* b, uint8_t* out8, float* scales,
+                                    const bf16* w, int64_t num_tokens, int64_t hidden, float eps,
+                                    cudaStream_t stream);
+// launch_silu_mul's bf16 output, quantized per token (the same bits as silu_mul then quantize_fp8).
+// gate_up: [T, 2I], out8: [T, I], scales: [T].
+void launch_silu_mul_fp8(uint8_t* out8, float* scales, const bf16* gate_up, int64_t num_tokens, int64_t inter,
+                         cudaStream_t stream);
+
+// FP8 matmul for decode-sized batches (fp8_small_matmul.cu): out[T, N] = alpha * x_scales[t] * w_scales[n] *
+// sum_k x8[t][k] w8[n][k], e4m3 products summed in f32. x8, w8 rows 16-byte aligned.
+inline constexpr int64_t kFp8SmallMatmulMaxTokens = 16;
+struct Fp8SmallMatmul {
+  void* out;               // [T, N] bf16, or f32 with out_f32
+  bool out_f32;
+  const uint8_t* x8;       // [T, K]
+  const float* x_scales;   // [T]
+  const uint8_t* w8;       // [N, K]
+  const float* w_scales;   // [N]
+  float alpha;
+  int64_t num_tokens, k, n;
+};
+// Whether the kernel takes this shape: 1 <= T <= kFp8SmallMatmulMaxTokens, K a multiple of 16.
+bool fp8_small_matmul_supports(int64_t num_tokens, int64_t k, int64_t n);
+void launch_fp8_small_matmul(const Fp8SmallMatmul& p, int num_sms, cudaStream_t stream);
 
 struct PagedAttentionParams {
   bf16* out;                   // [T, Hq * D]

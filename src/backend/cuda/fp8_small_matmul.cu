@@ -1,0 +1,184 @@
+// FP8 matmul for few tokens (decode): out[T, N] = alpha * x_scales[t] * w_scales[n] * (x8[T, K] . w8[N, K]^T)
+// with T <= 16, bound by reading the weights once. cuBLASLt's FP8 kernels are tiled for large T and read a
+// decode-sized weight at about half the bandwidth its bf16 GEMV reaches; this kernel streams the weight rows
+// straight into tensor-core fragments.
+//
+// Layout of the work: a CTA owns kMTiles x 16 weight rows; its kWarps warps split K. Per step a warp reads 64
+// bytes of K from each of its rows: lane (g, q) (g = lane / 4, q = lane % 4) loads the 16 bytes at 16 q of
+// rows g and g + 8 of an m-tile, and the same 16 bytes of K of token g (and g + 8 with two n-tiles). Those
+// registers feed two mma.sync.m16n8k32 e4m3 instructions directly: the fragments' K order is permuted the
+// same way for A (weights) and B (tokens), which a dot product does not see. Each step's two products start
+// from zero and are added to f32 accumulators (the tensor core's own accumulation is not full f32 on Hopper's
+// FP8 path); the warps' partial sums meet in shared memory and the scales are applied once per output.
+#include <cuda_bf16.h>
+
+#include "backend/cuda/kernels.h"
+
+namespace tide::cuda {
+namespace {
+
+constexpr int kWarps = 8;
+constexpr int kUnroll = 4;  // 64-byte steps of K in flight per warp
+constexpr int kStepBytes = 64;
+
+// A weight load that bypasses L1 (each weight byte is read once) and prefetches 256 bytes into L2.
+__device__ __forceinline__ uint4 load_weight(const uint8_t* p) {
+  uint4 v;
+  asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(p));
+  return v;
+}
+
+// d = a . b (m16n8k32, e4m3 inputs, f32 result) from zero.
+__device__ __forceinline__ void mma_e4m3(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                         uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%10, %10, %10, %10};"
+      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "f"(0.0f));
+}
+
+template <typename Out>
+__device__ __forceinline__ Out to_out(float v);
+template <>
+__device__ __forceinline__ float to_out<float>(float v) {
+  return v;
+}
+template <>
+__device__ __forceinline__ bf16 to_out<bf16>(float v) {
+  return __float2bfloat16(v);
+}
+
+// kMTiles: 16-row weight tiles per CTA; kNTiles: 8-token tiles (T <= 8 kNTiles).
+template <int kMTiles, int kNTiles, typename Out>
+__global__ void __launch_bounds__(kWarps * 32)
+    fp8_small_matmul_kernel(Out* __restrict__ out, const uint8_t* __restrict__ x8, const float* __restrict__ x_scales,
+                            const uint8_t* __restrict__ w8, const float* __restrict__ w_scales, float alpha,
+                            int num_tokens, int k, int n) {
+  constexpr int kRows = 16 * kMTiles;
+  constexpr int kCols = 8 * kNTiles;
+  __shared__ float partial[kWarps][kRows][kCols];
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int g = lane / 4, q = lane % 4;
+  const int row0 = static_cast<int>(blockIdx.x) * kRows;
+
+  // Rows past n read the last row (their results are never written); tokens past T read nothing.
+  const uint8_t* w_rows[kMTiles][2];
+#pragma unroll
+  for (int m = 0; m < kMTiles; ++m) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      w_rows[m][h] = w8 + static_cast<int64_t>(min(row0 + 16 * m + 8 * h + g, n - 1)) * k + 16 * q;
+    }
+  }
+  const uint8_t* x_rows[kNTiles];
+  bool has_token[kNTiles];
+#pragma unroll
+  for (int j = 0; j < kNTiles; ++j) {
+    has_token[j] = 8 * j + g < num_tokens;
+    x_rows[j] = x8 + static_cast<int64_t>(has_token[j] ? 8 * j + g : 0) * k + 16 * q;
+  }
+
+  const int steps = (k + kStepBytes - 1) / kStepBytes;
+  const int per_warp = (steps + kWarps - 1) / kWarps;
+  const int begin = warp * per_warp, end = min(steps, begin + per_warp);
+
+  float acc[kMTiles][kNTiles][4] = {};
+  const uint4 zero = make_uint4(0, 0, 0, 0);
+  for (int s = begin; s < end; s += kUnroll) {
+    uint4 w[kUnroll][kMTiles][2], x[kUnroll][kNTiles];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int offset = (s + u) * kStepBytes;
+      // K is a multiple of 16, so a lane's 16 bytes are all inside K or all past it.
+      const bool inside = s + u < end && offset + 16 * q < k;
+#pragma unroll
+      for (int m = 0; m < kMTiles; ++m) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) w[u][m][h] = inside ? load_weight(w_rows[m][h] + offset) : zero;
+      }
+#pragma unroll
+      for (int j = 0; j < kNTiles; ++j) {
+        x[u][j] = inside && has_token[j] ? __ldg(reinterpret_cast<const uint4*>(x_rows[j] + offset)) : zero;
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+#pragma unroll
+      for (int m = 0; m < kMTiles; ++m) {
+#pragma unroll
+        for (int j = 0; j < kNTiles; ++j) {
+          // A fragment: a0 / a2 row g, a1 / a3 row g + 8; B fragment: token g. Bytes 0-7 of each lane's 16
+          // are the first product's K, bytes 8-15 the second's.
+          const uint4& lo = w[u][m][0];
+          const uint4& hi = w[u][m][1];
+          float d0[4], d1[4];
+          mma_e4m3(d0, lo.x, hi.x, lo.y, hi.y, x[u][j].x, x[u][j].y);
+          mma_e4m3(d1, lo.z, hi.z, lo.w, hi.w, x[u][j].z, x[u][j].w);
+#pragma unroll
+          for (int i = 0; i < 4; ++i) acc[m][j][i] += d0[i] + d1[i];
+        }
+      }
+    }
+  }
+
+  // Accumulator i of lane (g, q): row g (+8 for i >= 2), token 2q + (i & 1) of its tiles.
+#pragma unroll
+  for (int m = 0; m < kMTiles; ++m) {
+#pragma unroll
+    for (int j = 0; j < kNTiles; ++j) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) partial[warp][16 * m + g + 8 * (i / 2)][8 * j + 2 * q + (i & 1)] = acc[m][j][i];
+    }
+  }
+  __syncthreads();
+  // Consecutive threads take consecutive rows of one token: out's [T, N] rows are written in runs.
+  for (int i = threadIdx.x; i < kRows * kCols; i += kWarps * 32) {
+    const int token = i / kRows, r = i % kRows, row = row0 + r;
+    if (token >= num_tokens || row >= n) continue;
+    float sum = 0.0f;
+#pragma unroll
+    for (int v = 0; v < kWarps; ++v) sum += partial[v][r][token];
+    out[static_cast<int64_t>(token) * n + row] = to_out<Out>(alpha * x_scales[token] * w_scales[row] * sum);
+  }
+}
+
+template <int kMTiles, int kNTiles, typename Out>
+void launch(Out* out, const Fp8SmallMatmul& p, cudaStream_t stream) {
+  const int64_t rows_per_cta = 16 * kMTiles;
+  const auto grid = static_cast<unsigned>((p.n + rows_per_cta - 1) / rows_per_cta);
+  fp8_small_matmul_kernel<kMTiles, kNTiles, Out><<<grid, kWarps * 32, 0, stream>>>(
+      out, p.x8, p.x_scales, p.w8, p.w_scales, p.alpha, static_cast<int>(p.num_tokens), static_cast<int>(p.k),
+      static_cast<int>(p.n));
+}
+
+template <typename Out>
+void dispatch(Out* out, const Fp8SmallMatmul& p, int num_sms, cudaStream_t stream) {
+  // Two m-tiles per CTA halve the activation reads from L2 where the grid still covers every SM twice.
+  const bool wide = (p.n + 31) / 32 >= 2 * static_cast<int64_t>(num_sms);
+  if (p.num_tokens <= 8) {
+    wide ? launch<2, 1>(out, p, stream) : launch<1, 1>(out, p, stream);
+  } else {
+    wide ? launch<2, 2>(out, p, stream) : launch<1, 2>(out, p, stream);
+  }
+}
+
+}  // namespace
+
+bool fp8_small_matmul_supports(int64_t num_tokens, int64_t k, int64_t n) {
+  return num_tokens >= 1 && num_tokens <= kFp8SmallMatmulMaxTokens && k > 0 && k % 16 == 0 && n > 0 &&
+         k <= (int64_t{1} << 30) && n <= (int64_t{1} << 30);
+}
+
+void launch_fp8_small_matmul(const Fp8SmallMatmul& p, int num_sms, cudaStream_t stream) {
+  if (p.out_f32) {
+    dispatch(static_cast<float*>(p.out), p, num_sms, stream);
+  } else {
+    dispatch(static_cast<bf16*>(p.out), p, num_sms, stream);
+  }
+}
+
+}  // namespace tide::cuda
