@@ -88,36 +88,50 @@ TEST_F(CudaFp8, MatmulMatchesTheCpuWithinBf16Rounding) {
     cpu_.matmul_fp8(oc, c[0], c[1], c[2], c[3], 0.5f);
     const std::vector<float> want = test::to_f32(cpu_, oc);
     for (bool small_kernel : {true, false}) {
+      const bool cublas = !small_kernel || s.t > 16;
+      if (cublas && s.n % 16 != 0) continue;  // cuBLASLt's FP8 matmuls need N a multiple of 16
       gpu_->set_fp8_small_matmul_max_tokens(small_kernel ? 16 : 0);
       Tensor og = gpu_->alloc(s.out, Shape{s.t, s.n});
       gpu_->matmul_fp8(og, g[0], g[1], g[2], g[3], 0.5f);
       const double err = test::rel_err(test::to_f32(*gpu_, og), want);
-      const char* path = small_kernel && s.t <= 16 ? "small-batch kernel" : "cuBLASLt";
+      const char* path = cublas ? "cuBLASLt" : "small-batch kernel";
       std::printf("[ fp8      ] matmul T=%ld K=%ld N=%ld %s %s: rel err %.3g against the CPU\n", static_cast<long>(s.t),
                   static_cast<long>(s.k), static_cast<long>(s.n), std::string(dtype_name(s.out)).c_str(), path, err);
-      // bf16 output: its rounding; f32 output: only the summation order differs.
-      EXPECT_LT(err, s.out == DType::kF32 ? 1e-5 : 2 * test::kBf16Rounding) << path << " T=" << s.t << " N=" << s.n;
+      // bf16 output: its rounding. f32 output: the summation order, and for cuBLASLt the reduced precision of
+      // Hopper's FP8 tensor-core accumulation (2e-4 seen); tide's kernel adds each 64-wide product in f32.
+      const double bound = s.out == DType::kBF16 ? 2 * test::kBf16Rounding : cublas ? 1e-3 : 1e-5;
+      EXPECT_LT(err, bound) << path << " T=" << s.t << " N=" << s.n;
     }
   }
 }
 
 // Every output element, not just the L2 error: a wrong row or token in the small-batch kernel's tiling would
-// hide in an aggregate over a large matrix.
+// hide in an aggregate over a large matrix. Reference: exact products summed in double; bound: f32 rounding
+// of a sum of that many terms, relative to the sum of their magnitudes (the terms cancel).
 TEST_F(CudaFp8, SmallBatchMatmulEveryElement) {
   for (int64_t t = 1; t <= 16; ++t) {
     const int64_t k = 192, n = 50;
     std::mt19937 rng(static_cast<uint32_t>(t));
     const std::vector<uint8_t> x8 = random_codes(rng, t * k), w8 = random_codes(rng, n * k);
     std::vector<float> xs(static_cast<size_t>(t), 0.25f), ws(static_cast<size_t>(n), 0.5f);
-    Tensor oc = cpu_.alloc(DType::kF32, Shape{t, n}), og = gpu_->alloc(DType::kF32, Shape{t, n});
-    cpu_.matmul_fp8(oc, cpu_.upload(x8.data(), DType::kF8E4M3, Shape{t, k}), cpu_.upload(xs.data(), DType::kF32, Shape{t}),
-                    cpu_.upload(w8.data(), DType::kF8E4M3, Shape{n, k}), cpu_.upload(ws.data(), DType::kF32, Shape{n}), 1.0f);
+    Tensor og = gpu_->alloc(DType::kF32, Shape{t, n});
     gpu_->matmul_fp8(og, gpu_->upload(x8.data(), DType::kF8E4M3, Shape{t, k}),
                      gpu_->upload(xs.data(), DType::kF32, Shape{t}), gpu_->upload(w8.data(), DType::kF8E4M3, Shape{n, k}),
                      gpu_->upload(ws.data(), DType::kF32, Shape{n}), 1.0f);
-    const std::vector<float> want = test::to_f32(cpu_, oc), got = test::to_f32(*gpu_, og);
-    for (size_t i = 0; i < want.size(); ++i) {
-      ASSERT_NEAR(got[i], want[i], 1e-5 * (1.0 + std::fabs(want[i]))) << "T=" << t << " token " << i / n << " row " << i % n;
+    const std::vector<float> got = test::to_f32(*gpu_, og);
+    for (int64_t i = 0; i < t; ++i) {
+      for (int64_t r = 0; r < n; ++r) {
+        double sum = 0, magnitude = 0;
+        for (int64_t j = 0; j < k; ++j) {
+          const double p = static_cast<double>(fp8::e4m3_to_float(x8[static_cast<size_t>(i * k + j)])) *
+                           fp8::e4m3_to_float(w8[static_cast<size_t>(r * k + j)]);
+          sum += p;
+          magnitude += std::fabs(p);
+        }
+        const double want = 0.25 * 0.5 * sum;
+        ASSERT_NEAR(got[static_cast<size_t>(i * n + r)], want, 0.125 * magnitude * 1e-6 + 1e-30)
+            << "T=" << t << " token " << i << " row " << r;
+      }
     }
   }
 }

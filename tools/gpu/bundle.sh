@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Packs what the GPU machine needs into .gpu-bundle/ (git-ignored; carry it): the CUDA build's test binary
-# and tide program, and the non-CUDA shared libraries they take from Debian packages (xz-compressed to fit the
-# transfer limit), and the benchmark program. Usage: tools/gpu/bundle.sh [BUILD_DIR [DEST]] (defaults build-cuda,
+# Packs what the GPU machine needs into .gpu-bundle/ (git-ignored; carry it): the CUDA build's test binary,
+# tide program and benchmark program (stripped), and the non-CUDA shared libraries they take from Debian
+# packages, all in one xz archive (bundle.tar.xz) to fit the transfer limit; check.sh --bundle unpacks it. Usage: tools/gpu/bundle.sh [BUILD_DIR [DEST]] (defaults build-cuda,
 # .gpu-bundle; DEST must be a git-ignored folder of the checkout, such as .gpu-<name>/).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -13,5 +13,7 @@ for bin in "$build/tests/tide_gpu_tests" "$build/apps/tide/tide" "$build/bench/t
   awk '/=> \// {print $3}' | sort -u |
   grep -vE '/(libc|libm|libdl|libpthread|librt|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so' | grep -v '/usr/local/cuda' |
   while read -r lib; do cp -L "$lib" "$dest/libs/"; done
-tar -C "$dest" -cJf "$dest/libs.tar.xz" libs && rm -rf "$dest/libs"
+strip --strip-unneeded "$dest/tide_gpu_tests" "$dest/tide" "$dest/tide_bench"
+tar -C "$dest" -cJf "$dest/bundle.tar.xz" libs tide_gpu_tests tide tide_bench &&
+  rm -rf "$dest/libs" "$dest/tide_gpu_tests" "$dest/tide" "$dest/tide_bench"
 du -sh "$dest"

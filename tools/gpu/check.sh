@@ -25,7 +25,7 @@ out=${OUT:-gpu-out}
 mkdir -p "$out"
 
 if [[ -n "$bundle" ]]; then
-  tar -C "$bundle" -xJf "$bundle/libs.tar.xz" || exit 1
+  tar -C "$bundle" -xJf "$bundle/bundle.tar.xz" || exit 1
   export LD_LIBRARY_PATH="$PWD/$bundle/libs:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
   bin=$bundle tests=$bundle/tide_gpu_tests tide=$bundle/tide tide_bench=$bundle/tide_bench
 else

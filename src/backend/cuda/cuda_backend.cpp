@@ -179,6 +179,11 @@ bf16* bf(const Tensor& t, const char* what) {
   return static_cast<bf16*>(t.data);
 }
 
+// The per-token row kernels hold a row in registers (row_tile.cuh).
+void check_row(int64_t n, const char* op) {
+  if (n > cuda::kMaxRowElements) fail("cuda backend: {} takes rows of at most {} elements, got {}", op, cuda::kMaxRowElements, n);
+}
+
 template <typename T>
 T* typed(const Tensor& t, DType dtype, const char* what) {
   if (t.dtype != dtype) fail("cuda backend: {} must be {}, got {}", what, dtype_name(dtype), dtype_name(t.dtype));
@@ -204,6 +209,7 @@ void CudaBackend::gather_rows(Tensor out, const Tensor& x, const Tensor& rows) {
 // out, x: [T, H], weight: [H]
 void CudaBackend::layer_norm(Tensor out, const Tensor& x, const Tensor& weight, float eps) {
   TIDE_CHECK(out.shape == x.shape && weight.numel() == x.dim(1));
+  check_row(x.dim(1), "layer_norm");
   cuda::launch_layer_norm(bf(out, "layer_norm output"), bf(x, "layer_norm input"), bf(weight, "layer_norm weight"),
                           x.dim(0), x.dim(1), eps, stream_);
 }
@@ -212,6 +218,7 @@ void CudaBackend::layer_norm(Tensor out, const Tensor& x, const Tensor& weight, 
 void CudaBackend::residual_layer_norm(Tensor h, const Tensor& a, const Tensor& b, Tensor out, const Tensor& weight,
                                       float eps) {
   TIDE_CHECK(a.shape == h.shape && b.shape == h.shape && out.shape == h.shape && weight.numel() == h.dim(1));
+  check_row(h.dim(1), "residual_layer_norm");
   cuda::launch_residual_layer_norm(bf(h, "residual"), bf(a, "residual input"), bf(b, "residual input"),
                                    bf(out, "layer_norm output"), bf(weight, "layer_norm weight"), h.dim(0), h.dim(1),
                                    eps, stream_);
@@ -322,6 +329,7 @@ void CudaBackend::copy(Tensor out, const Tensor& x) {
 // out8: [T, K] e4m3, scales: [T] f32, x: [T, K] bf16
 void CudaBackend::quantize_fp8(Tensor out8, Tensor scales, const Tensor& x) {
   TIDE_CHECK(out8.shape == x.shape && scales.numel() == x.dim(0));
+  check_row(x.dim(1), "quantize_fp8");
   if (out8.dtype != DType::kF8E4M3) fail("cuda backend: quantize_fp8 output must be F8_E4M3");
   cuda::launch_quantize_fp8(out8.as<uint8_t>(), typed<float>(scales, DType::kF32, "quantize_fp8 scales"),
                             bf(x, "quantize_fp8 input"), x.dim(0), x.dim(1), stream_);
@@ -331,6 +339,7 @@ void CudaBackend::quantize_fp8(Tensor out8, Tensor scales, const Tensor& x) {
 void CudaBackend::layer_norm_fp8(Tensor out8, Tensor scales, const Tensor& x, const Tensor& weight, float eps,
                                  Tensor /*scratch*/) {
   TIDE_CHECK(out8.shape == x.shape && scales.numel() == x.dim(0) && weight.numel() == x.dim(1));
+  check_row(x.dim(1), "layer_norm_fp8");
   cuda::launch_layer_norm_fp8(typed<uint8_t>(out8, DType::kF8E4M3, "layer_norm_fp8 output"),
                               typed<float>(scales, DType::kF32, "layer_norm_fp8 scales"), bf(x, "layer_norm input"),
                               bf(weight, "layer_norm weight"), x.dim(0), x.dim(1), eps, stream_);
@@ -341,6 +350,7 @@ void CudaBackend::residual_layer_norm_fp8(Tensor h, const Tensor& a, const Tenso
                                           const Tensor& weight, float eps, Tensor /*scratch*/) {
   TIDE_CHECK(a.shape == h.shape && b.shape == h.shape && out8.shape == h.shape && scales.numel() == h.dim(0) &&
              weight.numel() == h.dim(1));
+  check_row(h.dim(1), "residual_layer_norm_fp8");
   cuda::launch_residual_layer_norm_fp8(bf(h, "residual"), bf(a, "residual input"), bf(b, "residual input"),
                                        typed<uint8_t>(out8, DType::kF8E4M3, "layer_norm_fp8 output"),
                                        typed<float>(scales, DType::kF32, "layer_norm_fp8 scales"),
@@ -350,6 +360,7 @@ void CudaBackend::residual_layer_norm_fp8(Tensor h, const Tensor& a, const Tenso
 // out8: [T, I] e4m3, scales: [T] f32, gate_up: [T, 2I] bf16
 void CudaBackend::silu_mul_fp8(Tensor out8, Tensor scales, const Tensor& gate_up, Tensor /*scratch*/) {
   TIDE_CHECK(gate_up.dim(1) == 2 * out8.dim(1) && gate_up.dim(0) == out8.dim(0) && scales.numel() == out8.dim(0));
+  check_row(out8.dim(1), "silu_mul_fp8");
   cuda::launch_silu_mul_fp8(typed<uint8_t>(out8, DType::kF8E4M3, "silu_mul_fp8 output"),
                             typed<float>(scales, DType::kF32, "silu_mul_fp8 scales"), bf(gate_up, "gate_up"),
                             out8.dim(0), out8.dim(1), stream_);

@@ -1,56 +1,65 @@
-// Per-token FP8 quantization on the CUDA backend: one block per row finds the row's largest magnitude, then
-// writes the scale and the codes with core/fp8.h's arithmetic (one correctly rounded division, then the
-// integer e4m3 rounding), so the codes equal the CPU reference's bit for bit. Also fused with the SwiGLU
-// activation that feeds the down projection: the bf16 activation is computed twice (the amax pass and the
-// quantizing pass) instead of being written and read back.
+// Per-token FP8 quantization on the CUDA backend: one block per row holds the row in registers
+// (row_tile.cuh), finds its largest magnitude, then writes the scale and the codes with core/fp8.h's
+// arithmetic (one correctly rounded division, then the integer e4m3 rounding), so the codes equal the CPU
+// reference's bit for bit. Also fused with the SwiGLU activation that feeds the down projection: the bf16
+// activation is never written.
 #include "backend/cuda/activation.cuh"
-#include "backend/cuda/block_reduce.cuh"
 #include "backend/cuda/kernels.h"
-#include "core/fp8.h"
+#include "backend/cuda/row_tile.cuh"
 
 namespace tide::cuda {
 namespace {
 
-constexpr int kThreads = 256;
-
-// Quantizes row `value(i)`, i < cols, whose values are bf16 (as float): scale, then codes.
-template <typename Value>
-__device__ void quantize_row(uint8_t* q, float* scale_out, int64_t cols, Value&& value) {
+template <int kThreads, int kChunks>
+__global__ void __launch_bounds__(kThreads)
+    quantize_fp8_kernel(uint8_t* __restrict__ out, float* __restrict__ scales, const bf16* __restrict__ x,
+                        int64_t cols, bool vec) {
   __shared__ float shared[kThreads / 32];
-  float amax = 0.0f;
-  for (int64_t i = threadIdx.x; i < cols; i += kThreads) amax = fmaxf(amax, fabsf(value(i)));
-  const float scale = fp8::scale_for_amax(block_max<kThreads>(amax, shared));
-  if (threadIdx.x == 0) *scale_out = scale;
-  for (int64_t i = threadIdx.x; i < cols; i += kThreads) q[i] = fp8::e4m3_from_float(__fdiv_rn(value(i), scale));
+  const int64_t offset = static_cast<int64_t>(blockIdx.x) * cols;
+  RowTile<kThreads, kChunks> row;
+  row.load(x + offset, cols, vec);
+  quantize_tile(row, out + offset, scales + blockIdx.x, cols, vec, shared);
 }
 
-__global__ void quantize_fp8_kernel(uint8_t* __restrict__ out, float* __restrict__ scales, const bf16* __restrict__ x,
-                                    int64_t cols) {
-  const bf16* row = x + blockIdx.x * cols;
-  quantize_row(out + blockIdx.x * cols, scales + blockIdx.x, cols,
-               [row](int64_t i) { return __bfloat162float(row[i]); });
+template <int kThreads, int kChunks>
+__global__ void __launch_bounds__(kThreads)
+    silu_mul_fp8_kernel(uint8_t* __restrict__ out, float* __restrict__ scales, const bf16* __restrict__ gate_up,
+                        int64_t inter, bool vec) {
+  __shared__ float shared[kThreads / 32];
+  const bf16* gate = gate_up + static_cast<int64_t>(blockIdx.x) * 2 * inter;
+  RowTile<kThreads, kChunks> g, u;
+  g.load(gate, inter, vec);
+  u.load(gate + inter, inter, vec);
+#pragma unroll
+  for (int c = 0; c < kChunks; ++c) {
+    if (decltype(g)::index(c) >= inter) break;  // chunks past the row stay 0
+#pragma unroll
+    for (int j = 0; j < 8; ++j) g.set(c, j, silu_mul_value(g.at(c, j), u.at(c, j)));
+  }
+  quantize_tile(g, out + static_cast<int64_t>(blockIdx.x) * inter, scales + blockIdx.x, inter, vec, shared);
 }
 
-__global__ void silu_mul_fp8_kernel(uint8_t* __restrict__ out, float* __restrict__ scales,
-                                    const bf16* __restrict__ gate_up, int64_t inter) {
-  const bf16* gate = gate_up + blockIdx.x * 2 * inter;
-  const bf16* up = gate + inter;
-  quantize_row(out + blockIdx.x * inter, scales + blockIdx.x, inter, [gate, up](int64_t i) {
-    return __bfloat162float(silu_mul_value(__bfloat162float(gate[i]), __bfloat162float(up[i])));
-  });
-}
+bool aligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 }  // namespace
 
 void launch_quantize_fp8(uint8_t* out, float* scales, const bf16* x, int64_t rows, int64_t cols, cudaStream_t stream) {
-  if (rows > 0) quantize_fp8_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(out, scales, x, cols);
+  if (rows <= 0) return;
+  const bool vec = cols % 8 == 0 && aligned(out) && aligned(x);
+  with_row_tile(cols, [&](auto threads, auto chunks) {
+    quantize_fp8_kernel<threads.value, chunks.value>
+        <<<static_cast<unsigned>(rows), threads.value, 0, stream>>>(out, scales, x, cols, vec);
+  });
 }
 
 void launch_silu_mul_fp8(uint8_t* out8, float* scales, const bf16* gate_up, int64_t num_tokens, int64_t inter,
                          cudaStream_t stream) {
-  if (num_tokens > 0) {
-    silu_mul_fp8_kernel<<<static_cast<unsigned>(num_tokens), kThreads, 0, stream>>>(out8, scales, gate_up, inter);
-  }
+  if (num_tokens <= 0) return;
+  const bool vec = inter % 8 == 0 && aligned(out8) && aligned(gate_up);
+  with_row_tile(inter, [&](auto threads, auto chunks) {
+    silu_mul_fp8_kernel<threads.value, chunks.value>
+        <<<static_cast<unsigned>(num_tokens), threads.value, 0, stream>>>(out8, scales, gate_up, inter, vec);
+  });
 }
 
 }  // namespace tide::cuda

@@ -19,6 +19,10 @@ namespace tide::cuda {
 
 using bf16 = __nv_bfloat16;
 
+// The longest row the per-token row kernels (layer norm and its fusions, FP8 quantization, SwiGLU with FP8
+// output) take: they hold a row in registers (row_tile.cuh).
+inline constexpr int64_t kMaxRowElements = 40960;
+
 // out[t] = table[ids[t]] (ids already range-checked on the host).  out: [T, H], table: [V, H].
 void launch_embedding(bf16* out, const bf16* table, const int32_t* ids, int64_t num_tokens, int64_t hidden,
                       cudaStream_t stream);

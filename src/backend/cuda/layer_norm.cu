@@ -1,128 +1,140 @@
-// LayerNorm (no bias) over each row: one block per token, f32 statistics in two passes (mean, then the
-// mean squared deviation), matching the reference's numerics. Also fused with the residual update that
-// precedes it in the forward pass (h = (h + a) + b), saving two launches and two passes per layer, and with
-// the per-token FP8 quantization of its output for FP8 models (the bf16 row is then never written).
-#include "backend/cuda/block_reduce.cuh"
+// LayerNorm (no bias) over each row: one block per token holding the row in registers (row_tile.cuh), f32
+// statistics in two passes (mean, then the mean squared deviation), matching the reference's numerics. Also
+// fused with the residual update that precedes it in the forward pass (h = (h + a) + b), and with the
+// per-token FP8 quantization of its output for FP8 models (the bf16 row is then never written). Every
+// variant runs the same kernel body, so the fused outputs equal the unfused ops' bit for bit.
 #include "backend/cuda/kernels.h"
-#include "core/fp8.h"
+#include "backend/cuda/row_tile.cuh"
 
 namespace tide::cuda {
 namespace {
 
-constexpr int kThreads = 256;
-
-struct RowStats {
-  float mean;
-  float inv_std;
+struct NormParams {
+  bf16* h = nullptr;          // kResidual: the residual stream, updated to (h + a) + b
+  const bf16* a = nullptr;
+  const bf16* b = nullptr;
+  const bf16* x = nullptr;    // !kResidual: the input rows
+  bf16* out = nullptr;        // !kFp8: the normalized rows (may be x)
+  uint8_t* out8 = nullptr;    // kFp8: codes and per-token scales
+  float* scales = nullptr;
+  const bf16* w = nullptr;
+  int64_t hidden = 0;
+  float eps = 0;
+  bool vec = false;           // every row pointer 16-byte aligned and hidden % 8 == 0
 };
 
-// The mean and 1 / sqrt(var + eps) of one row, by the whole block.
-__device__ RowStats row_stats(const bf16* row, int64_t hidden, float eps, float* shared) {
+template <int kThreads, int kChunks, bool kResidual, bool kFp8>
+__global__ void __launch_bounds__(kThreads) norm_kernel(NormParams p) {
+  using Tile = RowTile<kThreads, kChunks>;
+  __shared__ float shared[kThreads / 32];
+  const int64_t n = p.hidden, offset = static_cast<int64_t>(blockIdx.x) * n;
+  Tile x;
+  if constexpr (kResidual) {
+    // h = (h + a) + b rounded to bf16 after each add, as two add() calls would.
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) {
+      const uint4 h = Tile::load_chunk(c, p.h + offset, n, p.vec), a = Tile::load_chunk(c, p.a + offset, n, p.vec),
+                  b = Tile::load_chunk(c, p.b + offset, n, p.vec);
+      const bf16* hv = reinterpret_cast<const bf16*>(&h);
+      const bf16* av = reinterpret_cast<const bf16*>(&a);
+      const bf16* bv = reinterpret_cast<const bf16*>(&b);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        const bf16 ha = __float2bfloat16(__bfloat162float(hv[j]) + __bfloat162float(av[j]));
+        x.set(c, j, __float2bfloat16(__bfloat162float(ha) + __bfloat162float(bv[j])));
+      }
+    }
+    x.store(p.h + offset, n, p.vec);
+  } else {
+    x.load(p.x + offset, n, p.vec);
+  }
+
+  // Chunks past the row hold zeros: skipped (a row of 4096 fills 2 of the 256 x 8 tile's 8 chunks).
   float sum = 0;
-  for (int64_t i = threadIdx.x; i < hidden; i += kThreads) sum += __bfloat162float(row[i]);
-  const float mean = block_sum<kThreads>(sum, shared) / static_cast<float>(hidden);
+#pragma unroll
+  for (int c = 0; c < kChunks; ++c) {
+    if (Tile::index(c) >= n) break;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) sum += x.at(c, j);  // elements past the row are 0
+  }
+  const float mean = block_sum<kThreads>(sum, shared) / static_cast<float>(n);
   float sq = 0;
-  for (int64_t i = threadIdx.x; i < hidden; i += kThreads) {
-    const float d = __bfloat162float(row[i]) - mean;
-    sq += d * d;
+#pragma unroll
+  for (int c = 0; c < kChunks; ++c) {
+    if (Tile::index(c) >= n) break;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const float d = x.at(c, j) - mean;
+      if (Tile::index(c) + j < n) sq += d * d;
+    }
   }
-  return {mean, rsqrtf(block_sum<kThreads>(sq, shared) / static_cast<float>(hidden) + eps)};
-}
+  const float inv_std = rsqrtf(block_sum<kThreads>(sq, shared) / static_cast<float>(n) + p.eps);
 
-// Element i of the normalized row, rounded to bf16: the one expression every kernel here uses.
-__device__ __forceinline__ bf16 normalized(const bf16* row, const bf16* w, int64_t i, RowStats s) {
-  return __float2bfloat16(__bfloat162float(w[i]) * ((__bfloat162float(row[i]) - s.mean) * s.inv_std));
-}
-
-// y = w * (row - mean) / sqrt(var + eps) for one row, by the whole block; y may be row. Each thread reads
-// only elements i = threadIdx.x + k * kThreads, so a caller may write `row` with the same stride first.
-__device__ void normalize_row(bf16* y, const bf16* row, const bf16* w, int64_t hidden, float eps, float* shared) {
-  const RowStats s = row_stats(row, hidden, eps, shared);
-  // Every thread has read its elements above, so writing in place (out == x) is safe.
-  for (int64_t i = threadIdx.x; i < hidden; i += kThreads) y[i] = normalized(row, w, i, s);
-}
-
-// normalize_row's bf16 values quantized per token (core/fp8.h), recomputed for the second pass rather than
-// kept: the same expression gives the same bits.
-__device__ void normalize_row_fp8(uint8_t* q, float* scale_out, const bf16* row, const bf16* w, int64_t hidden,
-                                  float eps, float* shared) {
-  const RowStats s = row_stats(row, hidden, eps, shared);
-  float amax = 0;
-  for (int64_t i = threadIdx.x; i < hidden; i += kThreads) amax = fmaxf(amax, fabsf(__bfloat162float(normalized(row, w, i, s))));
-  const float scale = fp8::scale_for_amax(block_max<kThreads>(amax, shared));
-  if (threadIdx.x == 0) *scale_out = scale;
-  for (int64_t i = threadIdx.x; i < hidden; i += kThreads) {
-    q[i] = fp8::e4m3_from_float(__fdiv_rn(__bfloat162float(normalized(row, w, i, s)), scale));
+  Tile w;
+  w.load(p.w, n, p.vec);
+#pragma unroll
+  for (int c = 0; c < kChunks; ++c) {
+    if (Tile::index(c) >= n) break;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) x.set(c, j, __float2bfloat16(w.at(c, j) * ((x.at(c, j) - mean) * inv_std)));
+  }
+  if constexpr (kFp8) {
+    // Elements past the row are w (0) times something: 0, so they do not move the row's amax.
+    quantize_tile(x, p.out8 + offset, p.scales + blockIdx.x, n, p.vec, shared);
+  } else {
+    x.store(p.out + offset, n, p.vec);
   }
 }
 
-// h = (h + a) + b rounded to bf16 after each add, as two add() calls would; returns h's row.
-__device__ bf16* residual_row(bf16* h, const bf16* a, const bf16* b, int64_t hidden) {
-  const int64_t offset = static_cast<int64_t>(blockIdx.x) * hidden;
-  bf16* row = h + offset;
-  for (int64_t i = threadIdx.x; i < hidden; i += kThreads) {
-    const bf16 ha = __float2bfloat16(__bfloat162float(row[i]) + __bfloat162float(a[offset + i]));
-    row[i] = __float2bfloat16(__bfloat162float(ha) + __bfloat162float(b[offset + i]));
-  }
-  return row;
+template <bool kResidual, bool kFp8>
+void launch_norm(NormParams p, int64_t num_tokens, cudaStream_t stream) {
+  if (num_tokens <= 0) return;
+  with_row_tile(p.hidden, [&](auto threads, auto chunks) {
+    norm_kernel<threads.value, chunks.value, kResidual, kFp8>
+        <<<static_cast<unsigned>(num_tokens), threads.value, 0, stream>>>(p);
+  });
 }
 
-__global__ void layer_norm_kernel(bf16* out, const bf16* x, const bf16* w, int64_t hidden, float eps) {
-  __shared__ float shared[kThreads / 32];
-  const int64_t offset = static_cast<int64_t>(blockIdx.x) * hidden;
-  normalize_row(out + offset, x + offset, w, hidden, eps, shared);
-}
+bool aligned(const void* p) { return p == nullptr || reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
-__global__ void residual_layer_norm_kernel(bf16* h, const bf16* a, const bf16* b, bf16* out, const bf16* w,
-                                           int64_t hidden, float eps) {
-  __shared__ float shared[kThreads / 32];
-  const bf16* row = residual_row(h, a, b, hidden);
-  normalize_row(out + static_cast<int64_t>(blockIdx.x) * hidden, row, w, hidden, eps, shared);
-}
-
-__global__ void layer_norm_fp8_kernel(uint8_t* out8, float* scales, const bf16* x, const bf16* w, int64_t hidden,
-                                      float eps) {
-  __shared__ float shared[kThreads / 32];
-  const int64_t offset = static_cast<int64_t>(blockIdx.x) * hidden;
-  normalize_row_fp8(out8 + offset, scales + blockIdx.x, x + offset, w, hidden, eps, shared);
-}
-
-__global__ void residual_layer_norm_fp8_kernel(bf16* h, const bf16* a, const bf16* b, uint8_t* out8, float* scales,
-                                               const bf16* w, int64_t hidden, float eps) {
-  __shared__ float shared[kThreads / 32];
-  const bf16* row = residual_row(h, a, b, hidden);
-  normalize_row_fp8(out8 + static_cast<int64_t>(blockIdx.x) * hidden, scales + blockIdx.x, row, w, hidden, eps,
-                    shared);
+bool vectorizable(const NormParams& p) {
+  return p.hidden % 8 == 0 && aligned(p.h) && aligned(p.a) && aligned(p.b) && aligned(p.x) && aligned(p.out) &&
+         aligned(p.out8) && aligned(p.w);
 }
 
 }  // namespace
 
-void launch_residual_layer_norm(bf16* h, const bf16* a, const bf16* b, bf16* out, const bf16* w, int64_t num_tokens,
-                                int64_t hidden, float eps, cudaStream_t stream) {
-  if (num_tokens > 0) {
-    residual_layer_norm_kernel<<<static_cast<unsigned>(num_tokens), kThreads, 0, stream>>>(h, a, b, out, w, hidden, eps);
-  }
-}
-
 void launch_layer_norm(bf16* out, const bf16* x, const bf16* w, int64_t num_tokens, int64_t hidden, float eps,
                        cudaStream_t stream) {
-  if (num_tokens > 0) layer_norm_kernel<<<static_cast<unsigned>(num_tokens), kThreads, 0, stream>>>(out, x, w, hidden, eps);
+  NormParams p;
+  p.x = x, p.out = out, p.w = w, p.hidden = hidden, p.eps = eps;
+  p.vec = vectorizable(p);
+  launch_norm<false, false>(p, num_tokens, stream);
+}
+
+void launch_residual_layer_norm(bf16* h, const bf16* a, const bf16* b, bf16* out, const bf16* w, int64_t num_tokens,
+                                int64_t hidden, float eps, cudaStream_t stream) {
+  NormParams p;
+  p.h = h, p.a = a, p.b = b, p.out = out, p.w = w, p.hidden = hidden, p.eps = eps;
+  p.vec = vectorizable(p);
+  launch_norm<true, false>(p, num_tokens, stream);
 }
 
 void launch_layer_norm_fp8(uint8_t* out8, float* scales, const bf16* x, const bf16* w, int64_t num_tokens,
                            int64_t hidden, float eps, cudaStream_t stream) {
-  if (num_tokens > 0) {
-    layer_norm_fp8_kernel<<<static_cast<unsigned>(num_tokens), kThreads, 0, stream>>>(out8, scales, x, w, hidden, eps);
-  }
+  NormParams p;
+  p.x = x, p.out8 = out8, p.scales = scales, p.w = w, p.hidden = hidden, p.eps = eps;
+  p.vec = vectorizable(p);
+  launch_norm<false, true>(p, num_tokens, stream);
 }
 
 void launch_residual_layer_norm_fp8(bf16* h, const bf16* a, const bf16* b, uint8_t* out8, float* scales,
                                     const bf16* w, int64_t num_tokens, int64_t hidden, float eps,
                                     cudaStream_t stream) {
-  if (num_tokens > 0) {
-    residual_layer_norm_fp8_kernel<<<static_cast<unsigned>(num_tokens), kThreads, 0, stream>>>(h, a, b, out8, scales,
-                                                                                              w, hidden, eps);
-  }
+  NormParams p;
+  p.h = h, p.a = a, p.b = b, p.out8 = out8, p.scales = scales, p.w = w, p.hidden = hidden, p.eps = eps;
+  p.vec = vectorizable(p);
+  launch_norm<true, true>(p, num_tokens, stream);
 }
 
 }  // namespace tide::cuda
