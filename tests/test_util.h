@@ -32,6 +32,13 @@ inline std::filesystem::path fixture(const std::string& relative) {
   return std::filesystem::path(dir && *dir ? dir : TIDE_FIXTURES_DIR) / relative;
 }
 
+// A model folder bundled with tide under models/ (models/tide-demo): $TIDE_MODELS_DIR when set, else the
+// source tree's models/.
+inline std::filesystem::path bundled_model(const std::string& name) {
+  const char* dir = std::getenv("TIDE_MODELS_DIR");
+  return std::filesystem::path(dir && *dir ? dir : TIDE_MODELS_DIR) / name;
+}
+
 inline nlohmann::json read_json(const std::filesystem::path& path) {
   std::ifstream in(path);
   if (!in) fail("cannot open {}", path.string());

@@ -54,6 +54,26 @@ TEST(Cli, GenerateFromTextPrintsPromptAndContinuation) {
   EXPECT_EQ(run("generate " + kModel + " --prompt 'Hello world' --max-tokens 5 --temperature 0.8 --seed 1").out, r.out);
 }
 
+TEST(Cli, DemoModelContinuesTheReadmePromptAsTransformersDoes) {
+  // README / scripts/demo.sh: the bundled trained model completes "def fibonacci(n):".
+  const nlohmann::json g = test::read_json(test::fixture("tide-demo/golden.json"));
+  const auto& c = g["generate"][0];
+  ASSERT_EQ(c["prompt"], "def fibonacci(n):");
+  const std::string model = "--model " + test::bundled_model("tide-demo").string();
+  const RunResult r = run("generate " + model + " --prompt 'def fibonacci(n):' --max-tokens 64 --ignore-eos --json");
+  ASSERT_EQ(r.status, 0) << r.out;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["prompt_ids"], c["prompt_ids"]);
+  const auto want = test::ids_of(c["greedy_ids"]);
+  EXPECT_EQ(j["ids"].get<std::vector<int32_t>>(), std::vector<int32_t>(want.begin(), want.begin() + 64));
+
+  // demo.sh's own flags: the prompt, then a continuation that ends at the model's end of text or the limit.
+  const RunResult demo = run("generate " + model + " --prompt 'def fibonacci(n):' --max-tokens 200 --repetition-penalty 1.2");
+  ASSERT_EQ(demo.status, 0) << demo.out;
+  EXPECT_EQ(demo.out.rfind("def fibonacci(n):\n", 0), 0u) << demo.out;
+  EXPECT_GT(demo.out.size(), 60u) << demo.out;
+}
+
 TEST(Cli, PromptsFileRunsPromptsInOneEngineWithReuse) {
   const nlohmann::json g = test::read_json(test::fixture("cohere2-tiny/golden.json"));
   const auto& c = g["prefix_sharing"][1];  // 49 shared tokens

@@ -34,7 +34,7 @@ else
     { tail -30 "$out/build.log"; echo "check.sh: the build failed (log: $out/build.log)"; exit 1; }
   tests=build-cuda/tests/tide_gpu_tests tide=build-cuda/apps/tide/tide tide_bench=build-cuda/bench/tide_bench
 fi
-export TIDE_FIXTURES_DIR="$PWD/tests/fixtures"
+export TIDE_FIXTURES_DIR="$PWD/tests/fixtures" TIDE_MODELS_DIR="$PWD/models"
 
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
 status=0
@@ -42,6 +42,9 @@ status=0
 "$tests" --gtest_color=no ${GTEST_ARGS:-} >"$out/gpu_tests.log" 2>&1 || status=1
 "$tide" generate --device cuda --model tests/fixtures/cohere2-tiny --prompt "def fibonacci(n):" \
   --max-tokens 24 --json >"$out/generate.log" 2>&1 || status=1
+# The bundled trained model in bf16 (scripts/demo.sh's command on the GPU).
+"$tide" generate --device cuda --model models/tide-demo --prompt "def fibonacci(n):" --max-tokens 200 \
+  --repetition-penalty 1.2 >"$out/generate_demo.log" 2>&1 || status=1
 # Continuous batching on the GPU: prompts of different lengths at once, stop strings, two samples, logprobs.
 prompts="$out/prompts.jsonl"
 {
@@ -61,6 +64,9 @@ fi
 
 echo "--- generate"
 tail -c 600 "$out/generate.log"
+echo
+echo "--- generate, models/tide-demo"
+cat "$out/generate_demo.log"
 echo
 echo "--- generate --concurrent (finish reasons, samples)"
 grep -o '"finish_reason":"[a-z]*"' "$out/generate_concurrent.log" | sort | uniq -c
