@@ -8,9 +8,12 @@
 #include <chrono>
 
 #include <memory>
+#include <set>
+#include <string>
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_check.h"
+#include "bench/ablation_backend.h"
 #include "bench/bench_util.h"
 #include "bench/kv_setup.h"
 #include "bench/sections.h"
@@ -30,13 +33,16 @@ int64_t kv_bytes_read(const ModelConfig& c, int64_t num_seqs, int64_t pos) {
   return num_seqs * keys * 2 * c.kv_size() * 2;
 }
 
-// cublas_fp8: FP8 matmuls through cuBLASLt only (the A/B of tide's small-batch kernel).
+// cublas_fp8: FP8 matmuls through cuBLASLt only (the A/B of tide's small-batch kernel). skip: op groups left
+// out of the step (AblationBackend; the difference to the full step is their cost).
 void decode_point(const BenchModel& m, const BenchOptions& options, int64_t num_seqs, int64_t context,
-                  bool cublas_fp8, Report& report) {
+                  bool cublas_fp8, const std::set<std::string>& skip, Report& report) {
   const ModelConfig& c = m.config;
   const int runs = options.timed_runs(20, 5);
   const int64_t num_steps = kWarmupSteps + runs;
-  BenchRow row("decode", fmt::format("decode B={} C={}{}", num_seqs, context, cublas_fp8 ? " cuBLASLt" : ""),
+  std::string label = fmt::format("decode B={} C={}{}", num_seqs, context, cublas_fp8 ? " cuBLASLt" : "");
+  for (const std::string& group : skip) label += " -" + group;
+  BenchRow row("decode", label,
                fmt::format("{} seqs x 1 token, ctx {}", num_seqs, context));
   if (context + num_steps > c.max_position_embeddings) {
     row.note = fmt::format("skipped: context beyond the model's {} positions", c.max_position_embeddings);
@@ -59,7 +65,8 @@ void decode_point(const BenchModel& m, const BenchOptions& options, int64_t num_
   // Fresh backend per point: its allocator's cached blocks (this point's KV) are freed with it.
   auto backend = std::make_unique<CudaBackend>();
   if (cublas_fp8) backend->set_fp8_small_matmul_max_tokens(0);
-  const Cohere2Model model(c, m.weights, *backend);
+  AblationBackend ablation(*backend, skip);
+  const Cohere2Model model(c, m.weights, ablation);
   KvCacheManager manager(kBlockSize, pools, /*enable_prefix_caching=*/false);
   std::vector<SequenceKv> seqs(static_cast<size_t>(num_seqs));
   for (int64_t s = 0; s < num_seqs; ++s) fake_prefill(c, manager, seqs[static_cast<size_t>(s)], s, context, kFillChunk);
@@ -125,11 +132,22 @@ void run_decode(const BenchModel& model, const BenchOptions& options, Report& re
       // FP8 at small batches: also with cuBLASLt for every matmul, the same steps.
       for (bool cublas_fp8 : options.fp8 && batch <= 16 ? std::vector<bool>{false, true} : std::vector<bool>{false}) {
         try {
-          decode_point(model, options, batch, context, cublas_fp8, report);
+          decode_point(model, options, batch, context, cublas_fp8, {}, report);
         } catch (const std::exception& e) {
           report.add(BenchRow("decode", fmt::format("decode B={} C={}", batch, context),
                               "", fmt::format("error: {}", e.what())));
         }
+      }
+    }
+  }
+  // --ablate: the first point again without each op group in turn.
+  if (options.ablate && !options.decode_contexts.empty() && !options.decode_batches.empty()) {
+    for (const std::string& group : ablation_groups()) {
+      try {
+        decode_point(model, options, options.decode_batches.front(), options.decode_contexts.front(), false, {group},
+                     report);
+      } catch (const std::exception& e) {
+        report.add(BenchRow("decode", "decode -" + group, "", fmt::format("error: {}", e.what())));
       }
     }
   }

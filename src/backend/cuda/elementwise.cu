@@ -75,6 +75,9 @@ __global__ void rope_store_kv_kernel(const __grid_constant__ RopeStoreParams p) 
                          : p.cache + ((slot / p.block_size * p.num_layers + p.layer) * 2 * p.block_size +
                                       slot % p.block_size) * kv_size;
   const int64_t num_pairs = (p.num_heads + p.num_heads_kv) * half;
+  // Unrolled so that several pairs' loads are in flight at once: at decode sizes this one block per token
+  // waits on memory latency, not bandwidth.
+#pragma unroll 4
   for (int64_t i = threadIdx.x; i < num_pairs; i += blockDim.x) {
     const float2 cs = cos_sin[i % half];
     __nv_bfloat162* pair = reinterpret_cast<__nv_bfloat162*>(row) + i;
@@ -86,6 +89,7 @@ __global__ void rope_store_kv_kernel(const __grid_constant__ RopeStoreParams p) 
   if (!k_dst) return;
   const bf16* v = row + q_size + kv_size;
   bf16* v_dst = k_dst + p.block_size * kv_size;  // V follows K's block_size rows
+#pragma unroll 4
   for (int64_t i = threadIdx.x; i < kv_size / 2; i += blockDim.x) {
     reinterpret_cast<__nv_bfloat162*>(v_dst)[i] = reinterpret_cast<const __nv_bfloat162*>(v)[i];
   }

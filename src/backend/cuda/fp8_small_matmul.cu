@@ -18,7 +18,6 @@ namespace tide::cuda {
 namespace {
 
 constexpr int kWarps = 8;
-constexpr int kUnroll = 4;  // 64-byte steps of K in flight per warp
 constexpr int kStepBytes = 64;
 
 // A weight load that bypasses L1 (each weight byte is read once) and prefetches 256 bytes into L2.
@@ -51,8 +50,9 @@ __device__ __forceinline__ bf16 to_out<bf16>(float v) {
   return __float2bfloat16(v);
 }
 
-// kMTiles: 16-row weight tiles per CTA; kNTiles: 8-token tiles (T <= 8 kNTiles).
-template <int kMTiles, int kNTiles, typename Out>
+// kMTiles: 16-row weight tiles per CTA; kNTiles: 8-token tiles (T <= 8 kNTiles); kU: 64-byte steps of K in
+// flight per warp.
+template <int kMTiles, int kNTiles, int kU, typename Out>
 __global__ void __launch_bounds__(kWarps * 32)
     fp8_small_matmul_kernel(Out* __restrict__ out, const uint8_t* __restrict__ x8, const float* __restrict__ x_scales,
                             const uint8_t* __restrict__ w8, const float* __restrict__ w_scales, float alpha,
@@ -88,10 +88,10 @@ __global__ void __launch_bounds__(kWarps * 32)
 
   float acc[kMTiles][kNTiles][4] = {};
   const uint4 zero = make_uint4(0, 0, 0, 0);
-  for (int s = begin; s < end; s += kUnroll) {
-    uint4 w[kUnroll][kMTiles][2], x[kUnroll][kNTiles];
+  for (int s = begin; s < end; s += kU) {
+    uint4 w[kU][kMTiles][2], x[kU][kNTiles];
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
+    for (int u = 0; u < kU; ++u) {
       const int offset = (s + u) * kStepBytes;
       // K is a multiple of 16, so a lane's 16 bytes are all inside K or all past it.
       const bool inside = s + u < end && offset + 16 * q < k;
@@ -106,7 +106,7 @@ __global__ void __launch_bounds__(kWarps * 32)
       }
     }
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
+    for (int u = 0; u < kU; ++u) {
 #pragma unroll
       for (int m = 0; m < kMTiles; ++m) {
 #pragma unroll
@@ -146,11 +146,11 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
 }
 
-template <int kMTiles, int kNTiles, typename Out>
+template <int kMTiles, int kNTiles, int kU, typename Out>
 void launch(Out* out, const Fp8SmallMatmul& p, cudaStream_t stream) {
   const int64_t rows_per_cta = 16 * kMTiles;
   const auto grid = static_cast<unsigned>((p.n + rows_per_cta - 1) / rows_per_cta);
-  fp8_small_matmul_kernel<kMTiles, kNTiles, Out><<<grid, kWarps * 32, 0, stream>>>(
+  fp8_small_matmul_kernel<kMTiles, kNTiles, kU, Out><<<grid, kWarps * 32, 0, stream>>>(
       out, p.x8, p.x_scales, p.w8, p.w_scales, p.alpha, static_cast<int>(p.num_tokens), static_cast<int>(p.k),
       static_cast<int>(p.n));
 }
@@ -160,10 +160,14 @@ void dispatch(Out* out, const Fp8SmallMatmul& p, int num_sms, cudaStream_t strea
   // Two m-tiles per CTA halve the activation reads from L2 where the grid still covers every SM twice.
   const bool wide = (p.n + 31) / 32 >= 2 * static_cast<int64_t>(num_sms);
   if (p.num_tokens <= 8) {
-    wide ? launch<2, 1>(out, p, stream) : launch<1, 1>(out, p, stream);
-  } else {
-    wide ? launch<2, 2>(out, p, stream) : launch<1, 2>(out, p, stream);
+    if (wide) return launch<2, 1, 4>(out, p, stream);
+    // Small matrices (R7B's qkv, o, down at one token) are bound by load latency: 8 steps in flight per warp
+    // cover a warp's whole share of K in one round, where the grid fits the 2 CTAs per SM that the extra
+    // registers leave room for.
+    if ((p.n + 15) / 16 <= 2 * static_cast<int64_t>(num_sms)) return launch<1, 1, 8>(out, p, stream);
+    return launch<1, 1, 4>(out, p, stream);
   }
+  wide ? launch<2, 2, 4>(out, p, stream) : launch<1, 2, 4>(out, p, stream);
 }
 
 }  // namespace

@@ -17,10 +17,12 @@ bool mma_decode_supports(int64_t head_dim, int64_t group) { return mma_attention
 
 int mma_decode_splits(int64_t num_tokens, int64_t num_heads_kv, int64_t max_keys, int num_sms) {
   // About 16 CTAs per SM over the launch (two resident per SM at head_dim 128, so ~8 waves: the last, partial
-  // wave costs little), but no split shorter than 4 tiles, whose fixed cost (Q load, merge) would show.
+  // wave costs little), splits of at least one tile. Small batches get short splits: at batch 1 and 1K keys,
+  // splits of 4 tiles left 32 CTAs on 132 SMs, each reading its tiles one after another (16 us per layer on
+  // the H200, measured by tide_bench --ablate); one tile per split there is one tile's latency plus the merge.
   const int64_t ctas = std::max<int64_t>(1, num_tokens * num_heads_kv);
   const int64_t by_occupancy = (16 * int64_t{num_sms} + ctas - 1) / ctas;
-  const int64_t by_keys = (max_keys + 4 * kDecodeTileKeys - 1) / (4 * kDecodeTileKeys);
+  const int64_t by_keys = (max_keys + kDecodeTileKeys - 1) / kDecodeTileKeys;
   return static_cast<int>(std::clamp<int64_t>(std::min(by_occupancy, by_keys), 1, 128));
 }
 
