@@ -6,6 +6,7 @@
 
 #include "../test_util.h"
 #include "backend/cpu/cpu_backend.h"
+#include "../chat_cases.h"
 #include "chat/chat_template.h"
 #include "runtime/engine.h"
 #include "tokenizer/tokenizer.h"
@@ -58,26 +59,7 @@ TEST(DemoModel, ChatTemplateRendersLikeTransformers) {
   ASSERT_TRUE(chat.has_value());
   const Tokenizer tokenizer = Tokenizer::from_dir(model_dir());
   const nlohmann::json cases = test::read_json(golden_dir() / "chat_cases.json")["cases"];
-  int num_errors = 0;
-  for (const auto& c : cases) {
-    ChatTemplateInputs inputs;
-    inputs.messages = c["messages"];
-    inputs.add_generation_prompt = c.value("add_generation_prompt", true);
-    SCOPED_TRACE(c["messages"].dump());
-    if (c.contains("expect_error")) {
-      ++num_errors;
-      try {
-        chat->render(inputs);
-        ADD_FAILURE() << "expected an error";
-      } catch (const Error& error) {
-        EXPECT_EQ(std::string(error.what()), c["expect_error"].get<std::string>());
-      }
-      continue;
-    }
-    const std::string text = chat->render(inputs);
-    EXPECT_EQ(text, c["text"].get<std::string>());
-    EXPECT_EQ(tokenizer.encode(text, /*add_special_tokens=*/false), test::ids_of(c["ids"]));
-  }
+  const int num_errors = test::check_chat_cases(*chat, tokenizer, cases);
   EXPECT_EQ(num_errors, 1);
 }
 

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../chat_cases.h"
 #include "chat/chat_template.h"
 #include "core/error.h"
 #include "tokenizer/tokenizer.h"
@@ -32,26 +33,7 @@ TEST_P(ChatTemplateFixture, RendersLikeTransformers) {
   const Tokenizer tokenizer = Tokenizer::from_dir(dir);
   const nlohmann::json cases = read_json(dir / "chat_cases.json")["cases"];
   ASSERT_FALSE(cases.empty());
-  int num_errors = 0;
-  for (const auto& c : cases) {
-    ChatTemplateInputs inputs;
-    inputs.messages = c["messages"];
-    inputs.add_generation_prompt = c.value("add_generation_prompt", true);
-    SCOPED_TRACE(c["messages"].dump());
-    if (c.contains("expect_error")) {
-      ++num_errors;
-      try {
-        chat->render(inputs);
-        ADD_FAILURE() << "expected an error";
-      } catch (const Error& error) {
-        EXPECT_EQ(std::string(error.what()), c["expect_error"].get<std::string>());
-      }
-      continue;
-    }
-    const std::string text = chat->render(inputs);
-    EXPECT_EQ(text, c["text"].get<std::string>());
-    EXPECT_EQ(tokenizer.encode(text, /*add_special_tokens=*/false), c["ids"].get<std::vector<int32_t>>());
-  }
+  const int num_errors = test::check_chat_cases(*chat, tokenizer, cases);
   EXPECT_EQ(num_errors, 1);
 }
 
