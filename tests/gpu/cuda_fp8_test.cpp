@@ -109,31 +109,37 @@ TEST_F(CudaFp8, MatmulMatchesTheCpuWithinBf16Rounding) {
 // hide in an aggregate over a large matrix. Reference: exact products summed in double; bound: f32 rounding
 // of a sum of that many terms, relative to the sum of their magnitudes (the terms cancel).
 TEST_F(CudaFp8, SmallBatchMatmulEveryElement) {
-  for (int64_t t = 1; t <= 16; ++t) {
-    const int64_t k = 192, n = 50;
-    std::mt19937 rng(static_cast<uint32_t>(t));
-    const std::vector<uint8_t> x8 = random_codes(rng, t * k), w8 = random_codes(rng, n * k);
-    std::vector<float> xs(static_cast<size_t>(t), 0.25f), ws(static_cast<size_t>(n), 0.5f);
-    Tensor og = gpu_->alloc(DType::kF32, Shape{t, n});
-    gpu_->matmul_fp8(og, gpu_->upload(x8.data(), DType::kF8E4M3, Shape{t, k}),
-                     gpu_->upload(xs.data(), DType::kF32, Shape{t}), gpu_->upload(w8.data(), DType::kF8E4M3, Shape{n, k}),
-                     gpu_->upload(ws.data(), DType::kF32, Shape{n}), 1.0f);
-    const std::vector<float> got = test::to_f32(*gpu_, og);
-    for (int64_t i = 0; i < t; ++i) {
-      for (int64_t r = 0; r < n; ++r) {
-        double sum = 0, magnitude = 0;
-        for (int64_t j = 0; j < k; ++j) {
-          const double p = static_cast<double>(fp8::e4m3_to_float(x8[static_cast<size_t>(i * k + j)])) *
-                           fp8::e4m3_to_float(w8[static_cast<size_t>(r * k + j)]);
-          sum += p;
-          magnitude += std::fabs(p);
+  // Every kernel shape (variant) the dispatch can pick, and the pick itself (-1).
+  const int num_variants = gpu_->set_fp8_small_matmul_variant(-1);
+  for (int variant = -1; variant < num_variants; ++variant) {
+    gpu_->set_fp8_small_matmul_variant(variant);
+    for (int64_t t = 1; t <= 16; ++t) {
+      const int64_t k = 1040, n = 50;  // K: 16 full 64-byte steps and a 16-byte tail
+      std::mt19937 rng(static_cast<uint32_t>(t));
+      const std::vector<uint8_t> x8 = random_codes(rng, t * k), w8 = random_codes(rng, n * k);
+      std::vector<float> xs(static_cast<size_t>(t), 0.25f), ws(static_cast<size_t>(n), 0.5f);
+      Tensor og = gpu_->alloc(DType::kF32, Shape{t, n});
+      gpu_->matmul_fp8(og, gpu_->upload(x8.data(), DType::kF8E4M3, Shape{t, k}),
+                       gpu_->upload(xs.data(), DType::kF32, Shape{t}), gpu_->upload(w8.data(), DType::kF8E4M3, Shape{n, k}),
+                       gpu_->upload(ws.data(), DType::kF32, Shape{n}), 1.0f);
+      const std::vector<float> got = test::to_f32(*gpu_, og);
+      for (int64_t i = 0; i < t; ++i) {
+        for (int64_t r = 0; r < n; ++r) {
+          double sum = 0, magnitude = 0;
+          for (int64_t j = 0; j < k; ++j) {
+            const double p = static_cast<double>(fp8::e4m3_to_float(x8[static_cast<size_t>(i * k + j)])) *
+                             fp8::e4m3_to_float(w8[static_cast<size_t>(r * k + j)]);
+            sum += p;
+            magnitude += std::fabs(p);
+          }
+          const double want = 0.25 * 0.5 * sum;
+          ASSERT_NEAR(got[static_cast<size_t>(i * n + r)], want, 0.125 * magnitude * 1e-6 + 1e-30)
+              << "variant " << variant << " T=" << t << " token " << i << " row " << r;
         }
-        const double want = 0.25 * 0.5 * sum;
-        ASSERT_NEAR(got[static_cast<size_t>(i * n + r)], want, 0.125 * magnitude * 1e-6 + 1e-30)
-            << "T=" << t << " token " << i << " row " << r;
       }
     }
   }
+  gpu_->set_fp8_small_matmul_variant(-1);
 }
 
 // The fused kernels against the same ops unfused on the GPU (Backend's default compositions: bit for bit,

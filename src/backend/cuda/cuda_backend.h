@@ -84,6 +84,9 @@ class CudaBackend final : public Backend {
   // The most tokens matmul_fp8 gives the small-batch kernel (0: cuBLASLt always); for tests and benchmarks
   // comparing the two. Clamped to the kernel's limit.
   void set_fp8_small_matmul_max_tokens(int64_t t);
+  // Forces the small-batch kernel's shape `variant` (tests; -1: chosen per matrix, the default). Returns how
+  // many variants there are.
+  int set_fp8_small_matmul_variant(int variant);
 
  private:
   struct Allocator;   // caching device allocator, shared with the tensors it handed out
@@ -115,6 +118,7 @@ class CudaBackend final : public Backend {
   int device_ = 0;
   int num_sms_ = 1;
   int64_t fp8_small_max_tokens_;
+  int fp8_small_variant_ = -1;
   cudaStream_t stream_ = nullptr;
   cublasLtHandle_t lt_ = nullptr;
   void* workspace_ = nullptr;

@@ -12,6 +12,8 @@
 // FP8 path); the warps' partial sums meet in shared memory and the scales are applied once per output.
 #include <cuda_bf16.h>
 
+#include <array>
+
 #include "backend/cuda/kernels.h"
 
 namespace tide::cuda {
@@ -155,22 +157,82 @@ void launch(Out* out, const Fp8SmallMatmul& p, cudaStream_t stream) {
       static_cast<int>(p.n));
 }
 
+// The kernel's shapes: 16-row m-tiles per CTA, 8-token n-tiles, 64-byte steps in flight per warp. More in
+// flight costs registers (fewer CTAs per SM); bigger CTAs read the activations from L2 less often.
+struct Variant {
+  int m_tiles, n_tiles, unroll;
+};
+constexpr Variant kVariants[] = {{1, 1, 4}, {1, 1, 8}, {2, 1, 4}, {1, 2, 4}, {2, 2, 4}};
+constexpr int kNumVariants = sizeof(kVariants) / sizeof(kVariants[0]);
+
+template <typename Out>
+void launch_variant(int v, Out* out, const Fp8SmallMatmul& p, cudaStream_t stream) {
+  switch (v) {
+    case 0: return launch<1, 1, 4>(out, p, stream);
+    case 1: return launch<1, 1, 8>(out, p, stream);
+    case 2: return launch<2, 1, 4>(out, p, stream);
+    case 3: return launch<1, 2, 4>(out, p, stream);
+    default: return launch<2, 2, 4>(out, p, stream);
+  }
+}
+
+// Resident CTAs per SM of each variant (from the compiled kernels' registers), asked once per process.
+template <typename Out>
+int ctas_per_sm(int v) {
+  static const auto occupancy = [] {
+    std::array<int, kNumVariants> o{};
+    auto ask = [&](int i, const void* kernel) {
+      if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&o[i], kernel, kWarps * 32, 0) != cudaSuccess || o[i] < 1) o[i] = 1;
+    };
+    ask(0, reinterpret_cast<const void*>(fp8_small_matmul_kernel<1, 1, 4, Out>));
+    ask(1, reinterpret_cast<const void*>(fp8_small_matmul_kernel<1, 1, 8, Out>));
+    ask(2, reinterpret_cast<const void*>(fp8_small_matmul_kernel<2, 1, 4, Out>));
+    ask(3, reinterpret_cast<const void*>(fp8_small_matmul_kernel<1, 2, 4, Out>));
+    ask(4, reinterpret_cast<const void*>(fp8_small_matmul_kernel<2, 2, 4, Out>));
+    return o;
+  }();
+  return occupancy[static_cast<size_t>(v)];
+}
+
+bool variant_fits(int v, int64_t num_tokens) {
+  // One n-tile holds 8 tokens; two n-tiles for up to 16 (not used for 8 or fewer: twice the MMAs for nothing).
+  return kVariants[v].n_tiles == (num_tokens <= 8 ? 1 : 2);
+}
+
+// The variant whose grid fills its waves best: CTAs of one weight-row tile each, resident `ctas_per_sm` at a
+// time per SM; a last wave that is mostly empty leaves SMs without loads in flight (R7B's gate_up at one
+// token read at 73% of the read ceiling in 2.3 waves of 32-row CTAs). Ties go to more steps in flight.
+template <typename Out>
+int choose_variant(const Fp8SmallMatmul& p, int num_sms) {
+  int best = -1;
+  double best_fill = 0;
+  for (int v = 0; v < kNumVariants; ++v) {
+    if (!variant_fits(v, p.num_tokens)) continue;
+    const int64_t rows = 16 * kVariants[v].m_tiles;
+    const int64_t ctas = (p.n + rows - 1) / rows;
+    const int64_t slots = static_cast<int64_t>(ctas_per_sm<Out>(v)) * num_sms;
+    const int64_t waves = (ctas + slots - 1) / slots;
+    const double fill = static_cast<double>(ctas) / static_cast<double>(waves * slots);
+    if (best < 0 || fill > best_fill + 0.02 ||
+        (fill > best_fill - 0.02 && kVariants[v].unroll > kVariants[best].unroll)) {
+      best = v;
+      best_fill = fill;
+    }
+  }
+  return best;
+}
+
 template <typename Out>
 void dispatch(Out* out, const Fp8SmallMatmul& p, int num_sms, cudaStream_t stream) {
-  // Two m-tiles per CTA halve the activation reads from L2 where the grid still covers every SM twice.
-  const bool wide = (p.n + 31) / 32 >= 2 * static_cast<int64_t>(num_sms);
-  if (p.num_tokens <= 8) {
-    if (wide) return launch<2, 1, 4>(out, p, stream);
-    // Small matrices (R7B's qkv, o, down at one token) are bound by load latency: 8 steps in flight per warp
-    // cover a warp's whole share of K in one round, where the grid fits the 2 CTAs per SM that the extra
-    // registers leave room for.
-    if ((p.n + 15) / 16 <= 2 * static_cast<int64_t>(num_sms)) return launch<1, 1, 8>(out, p, stream);
-    return launch<1, 1, 4>(out, p, stream);
-  }
-  wide ? launch<2, 2, 4>(out, p, stream) : launch<1, 2, 4>(out, p, stream);
+  const int v = p.variant >= 0 && p.variant < kNumVariants && variant_fits(p.variant, p.num_tokens)
+                    ? p.variant
+                    : choose_variant<Out>(p, num_sms);
+  launch_variant(v, out, p, stream);
 }
 
 }  // namespace
+
+int fp8_small_matmul_num_variants() { return kNumVariants; }
 
 bool fp8_small_matmul_supports(int64_t num_tokens, int64_t k, int64_t n) {
   return num_tokens >= 1 && num_tokens <= kFp8SmallMatmulMaxTokens && k > 0 && k % 16 == 0 && n > 0 &&

@@ -79,7 +79,10 @@ struct Fp8SmallMatmul {
   const float* w_scales;   // [N]
   float alpha;
   int64_t num_tokens, k, n;
+  int variant = -1;        // the kernel shape (tests): -1 picks by the grid's fill of the GPU's waves
 };
+// How many kernel shapes there are (variants 0 .. n-1; one that does not suit T falls back to the pick).
+int fp8_small_matmul_num_variants();
 // Whether the kernel takes this shape: 1 <= T <= kFp8SmallMatmulMaxTokens, K a multiple of 16.
 bool fp8_small_matmul_supports(int64_t num_tokens, int64_t k, int64_t n);
 void launch_fp8_small_matmul(const Fp8SmallMatmul& p, int num_sms, cudaStream_t stream);
