@@ -4,6 +4,8 @@
 
 #include <cstdint>
 
+#include "core/utf8_encode.h"
+
 namespace tide::utf8 {
 namespace {
 
@@ -84,23 +86,7 @@ char32_t code_point_before(std::string_view s, size_t end) {
   return next_code_point(s, start);
 }
 
-void append_code_point(char32_t cp, std::string& out) {
-  if (cp < 0x80) {
-    out.push_back(static_cast<char>(cp));
-  } else if (cp < 0x800) {
-    out.push_back(static_cast<char>(0xC0 | (cp >> 6)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else if (cp < 0x10000) {
-    out.push_back(static_cast<char>(0xE0 | (cp >> 12)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else {
-    out.push_back(static_cast<char>(0xF0 | (cp >> 18)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  }
-}
+void append_code_point(char32_t cp, std::string& out) { append_utf8_code_point(cp, out); }
 
 size_t append_lossy(std::string_view bytes, bool final, std::string& out) {
   size_t i = 0;
