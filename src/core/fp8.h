@@ -8,8 +8,6 @@
 
 #include <cstdint>
 
-#include "core/bits.h"
-
 #if defined(__CUDACC__)
 #define TIDE_FP8_HD __host__ __device__ __forceinline__
 #else
@@ -21,6 +19,26 @@ namespace tide::fp8 {
 inline constexpr float kE4M3Max = 448.0f;
 inline constexpr uint8_t kE4M3NaN = 0x7F;
 
+TIDE_FP8_HD uint32_t bits_of(float x) {
+#if defined(__CUDA_ARCH__)
+  return __float_as_uint(x);
+#else
+  uint32_t u;
+  __builtin_memcpy(&u, &x, 4);
+  return u;
+#endif
+}
+
+TIDE_FP8_HD float float_of(uint32_t u) {
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(u);
+#else
+  float x;
+  __builtin_memcpy(&x, &u, 4);
+  return x;
+#endif
+}
+
 // m / 2^shift rounded to nearest, ties to even (shift >= 1).
 TIDE_FP8_HD uint32_t shift_round_even(uint32_t m, uint32_t shift) {
   if (shift >= 32) return 0;
@@ -31,7 +49,7 @@ TIDE_FP8_HD uint32_t shift_round_even(uint32_t m, uint32_t shift) {
 
 // f32 -> e4m3, round to nearest even, saturating (|x| > 448 and infinities give +-448); NaN gives NaN.
 TIDE_FP8_HD uint8_t e4m3_from_float(float x) {
-  const uint32_t u = f32_bits(x);
+  const uint32_t u = bits_of(x);
   const uint8_t sign = static_cast<uint8_t>((u >> 24) & 0x80u);
   const uint32_t a = u & 0x7FFFFFFFu;
   if (a > 0x7F800000u) return sign | kE4M3NaN;
@@ -52,9 +70,9 @@ TIDE_FP8_HD uint8_t e4m3_from_float(float x) {
 TIDE_FP8_HD float e4m3_to_float(uint8_t c) {
   const uint32_t sign = static_cast<uint32_t>(c & 0x80u) << 24;
   const uint32_t e = (c >> 3) & 0xFu, m = c & 7u;
-  if (e == 15 && m == 7) return f32_from_bits(sign | 0x7FC00000u);
-  if (e == 0) return f32_from_bits(sign | f32_bits(static_cast<float>(m) * 0.001953125f));  // m x 2^-9
-  return f32_from_bits(sign | ((e - 7 + 127) << 23) | (m << 20));
+  if (e == 15 && m == 7) return float_of(sign | 0x7FC00000u);
+  if (e == 0) return float_of(sign | bits_of(static_cast<float>(m) * 0.001953125f));  // m x 2^-9
+  return float_of(sign | ((e - 7 + 127) << 23) | (m << 20));
 }
 
 // The scale of a row (or token) whose largest magnitude is `amax`: amax / 448, or 1 for an all-zero row.
