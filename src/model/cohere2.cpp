@@ -247,17 +247,16 @@ void Cohere2Model::run_layers(const StepMetadata& meta, std::vector<KvStorage>& 
   // the norm writes the codes directly where both are FP8), the attention output before o, and the MLP
   // activation, fused with its SwiGLU, before down.
   const bool fp8 = weights_.has_fp8();
-  const int64_t widest = std::max(c.hidden_size, c.q_size());
-  Tensor codes = fp8 ? b.alloc(DType::kF8E4M3, Shape{num_tokens, widest}) : Tensor{};
+  Tensor attn_codes = fp8 ? b.alloc(DType::kF8E4M3, Shape{num_tokens, c.q_size()}) : Tensor{};
   Tensor scales = fp8 ? b.alloc(DType::kF32, Shape{num_tokens}) : Tensor{};
   Tensor x_codes = fp8 ? b.alloc(DType::kF8E4M3, Shape{num_tokens, c.hidden_size}) : Tensor{};
   Tensor x_scales = fp8 ? b.alloc(DType::kF32, Shape{num_tokens}) : Tensor{};
   Tensor act_codes = fp8 ? b.alloc(DType::kF8E4M3, Shape{num_tokens, c.intermediate_size}) : Tensor{};
   // Whether x_codes hold this layer's x; x itself is then not written.
   bool x_quantized = false;
-  // Layer i's norm output only ever feeds FP8 projections.
+  // Layer i's norm output only ever feeds FP8 projections (false for models without FP8 weights).
   auto x_only_fp8 = [&](size_t i) { return weights_.layers[i].qkv.fp8() && weights_.layers[i].gate_up.fp8(); };
-  // out = in @ l^T, through the FP8 matmul when the weight is FP8.
+  // out = in @ l^T, through the FP8 matmul when the weight is FP8; `in` is x or the attention output.
   auto project = [&](Tensor out, const Tensor& in, const Linear& l, bool input_is_x) {
     if (!l.fp8()) {
       b.matmul(out, in, l.weight, 1.0f);
@@ -269,14 +268,13 @@ void Cohere2Model::run_layers(const StepMetadata& meta, std::vector<KvStorage>& 
       b.matmul_fp8(out, x_codes, x_scales, l.weight, l.scale, 1.0f);
       return;
     }
-    const Tensor view{codes.storage, codes.data, DType::kF8E4M3, Shape{num_tokens, in.dim(1)}};  // a prefix of codes
-    b.quantize_fp8(view, scales, in);
-    b.matmul_fp8(out, view, scales, l.weight, l.scale, 1.0f);
+    b.quantize_fp8(attn_codes, scales, in);
+    b.matmul_fp8(out, attn_codes, scales, l.weight, l.scale, 1.0f);
   };
 
   b.embedding(h, weights_.embed, meta.token_ids);
   // One norm feeds attention and MLP (parallel block).
-  if (fp8 && x_only_fp8(0)) {
+  if (x_only_fp8(0)) {
     b.layer_norm_fp8(x_codes, x_scales, h, weights_.layers.front().input_norm, eps, x);
     x_quantized = true;
   } else {
@@ -311,7 +309,7 @@ void Cohere2Model::run_layers(const StepMetadata& meta, std::vector<KvStorage>& 
     x_quantized = false;  // x is new for the next layer
     if (i + 1 < c.layers.size()) {
       const Tensor& next_norm = weights_.layers[i + 1].input_norm;
-      if (fp8 && x_only_fp8(i + 1)) {
+      if (x_only_fp8(i + 1)) {
         b.residual_layer_norm_fp8(h, attn_out, mlp_out, x_codes, x_scales, next_norm, eps, x);
         x_quantized = true;
       } else {

@@ -166,10 +166,17 @@ Cohere2Weights Cohere2Weights::load(const ModelConfig& c, const Checkpoint& ckpt
     });
   }
 
-  bool fp8 = options.quantize_fp8;
+  bool stored_fp8 = false;
   for (const LayerInfos& li : infos) {
-    for (const LinearInfo* l : {&li.qkv[0], &li.o, &li.gate_up[0], &li.down}) fp8 = fp8 || l->scale != nullptr;
+    for (const LinearInfo* l : {&li.qkv[0], &li.o, &li.gate_up[0], &li.down}) stored_fp8 = stored_fp8 || l->scale != nullptr;
   }
+  // A folder whose config.json promises FP8 weights but whose checkpoint has none is mismatched (a config copied
+  // over another checkpoint): refused rather than run in the checkpoint's dtype under an FP8 label.
+  if (c.quantization == "fp8" && !stored_fp8) {
+    fail("config.json's quantization_config describes compressed-tensors FP8, but no linear weight in the "
+         "checkpoint is F8_E4M3");
+  }
+  const bool fp8 = options.quantize_fp8 || stored_fp8;
   if (fp8 && !backend.supports_fp8()) fail("the {} backend does not run FP8 models yet", backend.name());
 
   // Progress in checkpoint bytes: the embedding (and lm_head), then each layer.

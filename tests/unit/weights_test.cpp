@@ -2,6 +2,8 @@
 // file is an error naming the tensor and the file, never a crash.
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 #include "../test_util.h"
 #include "backend/cpu/cpu_backend.h"
 #include "model/checkpoint.h"
@@ -47,6 +49,20 @@ TensorToWrite& find(std::vector<TensorToWrite>& tensors, const std::string& name
 TEST(Weights, FixtureLoads) {
   BrokenCheckpoint ok([](auto&) {});
   EXPECT_EQ(ok.load_error(), "");
+}
+
+// config.json declaring compressed-tensors FP8 over a bf16 checkpoint: refused, naming the mismatch.
+TEST(Weights, Fp8ConfigOverAFloatCheckpointIsRefused) {
+  BrokenCheckpoint c([](auto&) {});
+  nlohmann::json config = test::read_json(c.dir() / "config.json");
+  const nlohmann::json weights = {{"num_bits", 8}, {"type", "float"}, {"strategy", "channel"}, {"dynamic", false}};
+  config["quantization_config"] = {{"quant_method", "compressed-tensors"},
+                                   {"format", "float-quantized"},
+                                   {"config_groups", {{"group_0", {{"weights", weights}}}}}};
+  std::ofstream(c.dir() / "config.json") << config.dump();
+  const std::string e = c.load_error();
+  EXPECT_NE(e.find("quantization_config"), std::string::npos) << e;
+  EXPECT_NE(e.find("F8_E4M3"), std::string::npos) << e;
 }
 
 TEST(Weights, MissingTensorIsNamed) {
