@@ -22,7 +22,9 @@ inline const std::set<std::string>& ablation_groups() {
 
 class AblationBackend final : public Backend {
  public:
-  AblationBackend(CudaBackend& inner, std::set<std::string> skip) : inner_(inner), skip_(std::move(skip)) {}
+  // overlap false: the side_* calls are dropped, so the step's two chains run one after the other.
+  AblationBackend(CudaBackend& inner, std::set<std::string> skip, bool overlap = true)
+      : inner_(inner), skip_(std::move(skip)), overlap_(overlap) {}
 
   std::string name() const override { return inner_.name(); }
   Tensor alloc(DType dtype, Shape shape) override { return inner_.alloc(dtype, std::move(shape)); }
@@ -38,6 +40,15 @@ class AblationBackend final : public Backend {
   bool supports_fp8() const override { return inner_.supports_fp8(); }
   void bind_thread() override { inner_.bind_thread(); }
   std::unique_ptr<Graph> capture(const std::function<void()>& body) override { return inner_.capture(body); }
+  void side_begin() override {
+    if (overlap_) inner_.side_begin();
+  }
+  void side_end() override {
+    if (overlap_) inner_.side_end();
+  }
+  void side_join() override {
+    if (overlap_) inner_.side_join();
+  }
 
   void embedding(Tensor out, const Tensor& table, const Tensor& ids) override { inner_.embedding(out, table, ids); }
   void gather_rows(Tensor out, const Tensor& x, const Tensor& rows) override { inner_.gather_rows(out, x, rows); }
@@ -68,6 +79,9 @@ class AblationBackend final : public Backend {
   void matmul_fp8(Tensor out, const Tensor& x8, const Tensor& x_scales, const Tensor& w8, const Tensor& w_scales,
                   float alpha) override {
     if (!skips("linear")) inner_.matmul_fp8(out, x8, x_scales, w8, w_scales, alpha);
+  }
+  void matmul_fp8_group(std::span<const Fp8Matmul> group) override {
+    if (!skips("linear")) inner_.matmul_fp8_group(group);
   }
   void rope(Tensor qkv, const Tensor& positions, const Tensor& inv_freq, int64_t num_rope_heads) override {
     if (!skips("rope_kv")) inner_.rope(qkv, positions, inv_freq, num_rope_heads);
@@ -102,6 +116,7 @@ class AblationBackend final : public Backend {
 
   CudaBackend& inner_;
   std::set<std::string> skip_;
+  bool overlap_ = true;
 };
 
 }  // namespace tide::bench

@@ -33,14 +33,25 @@ int64_t kv_bytes_read(const ModelConfig& c, int64_t num_seqs, int64_t pos) {
   return num_seqs * keys * 2 * c.kv_size() * 2;
 }
 
-// cublas_fp8: FP8 matmuls through cuBLASLt only (the A/B of tide's small-batch kernel). skip: op groups left
-// out of the step (AblationBackend; the difference to the full step is their cost).
+// The A/B comparisons of a decode point: the same steps with one of tide's optimizations turned off.
+enum class Baseline {
+  kNone,
+  kCublasFp8,  // FP8 matmuls through cuBLASLt only (against tide's small-batch kernel)
+  kNoPdl,      // kernels launched without programmatic dependent launch (launch.cuh)
+  kNoOverlap,  // the attention and MLP chains one after the other (Backend::side_begin)
+};
+
+// skip: op groups left out of the step (AblationBackend; the difference to the full step is their cost).
 void decode_point(const BenchModel& m, const BenchOptions& options, int64_t num_seqs, int64_t context,
-                  bool cublas_fp8, const std::set<std::string>& skip, Report& report) {
+                  Baseline baseline, const std::set<std::string>& skip, Report& report) {
   const ModelConfig& c = m.config;
   const int runs = options.timed_runs(20, 5);
   const int64_t num_steps = kWarmupSteps + runs;
-  std::string label = fmt::format("decode B={} C={}{}", num_seqs, context, cublas_fp8 ? " cuBLASLt" : "");
+  std::string label = fmt::format("decode B={} C={}{}", num_seqs, context,
+                                  baseline == Baseline::kCublasFp8 ? " cuBLASLt"
+                                  : baseline == Baseline::kNoPdl   ? " no PDL"
+                                  : baseline == Baseline::kNoOverlap ? " no overlap"
+                                                                   : "");
   for (const std::string& group : skip) label += " -" + group;
   BenchRow row("decode", label,
                fmt::format("{} seqs x 1 token, ctx {}", num_seqs, context));
@@ -64,8 +75,13 @@ void decode_point(const BenchModel& m, const BenchOptions& options, int64_t num_
 
   // Fresh backend per point: its allocator's cached blocks (this point's KV) are freed with it.
   auto backend = std::make_unique<CudaBackend>();
-  if (cublas_fp8) backend->set_fp8_small_matmul_max_tokens(0);
-  AblationBackend ablation(*backend, skip);
+  if (baseline == Baseline::kCublasFp8) backend->set_fp8_small_matmul_max_tokens(0);
+  // Process-wide: set for this point, back on when it ends (also by an exception).
+  CudaBackend::set_programmatic_launch(baseline != Baseline::kNoPdl);
+  struct PdlBackOn {
+    ~PdlBackOn() { CudaBackend::set_programmatic_launch(true); }
+  } pdl_back_on;
+  AblationBackend ablation(*backend, skip, /*overlap=*/baseline != Baseline::kNoOverlap);
   const Cohere2Model model(c, m.weights, ablation);
   KvCacheManager manager(kBlockSize, pools, /*enable_prefix_caching=*/false);
   std::vector<SequenceKv> seqs(static_cast<size_t>(num_seqs));
@@ -129,10 +145,14 @@ void decode_point(const BenchModel& m, const BenchOptions& options, int64_t num_
 void run_decode(const BenchModel& model, const BenchOptions& options, Report& report) {
   for (int64_t context : options.decode_contexts) {
     for (int64_t batch : options.decode_batches) {
-      // FP8 at small batches: also with cuBLASLt for every matmul, the same steps.
-      for (bool cublas_fp8 : options.fp8 && batch <= 16 ? std::vector<bool>{false, true} : std::vector<bool>{false}) {
+      // Small batches: also without PDL, without the two chains' overlap and, in FP8, with cuBLASLt for every
+      // matmul, the same steps.
+      std::vector<Baseline> baselines{Baseline::kNone};
+      if (batch <= 16) baselines.insert(baselines.end(), {Baseline::kNoPdl, Baseline::kNoOverlap});
+      if (options.fp8 && batch <= 16) baselines.push_back(Baseline::kCublasFp8);
+      for (Baseline baseline : baselines) {
         try {
-          decode_point(model, options, batch, context, cublas_fp8, {}, report);
+          decode_point(model, options, batch, context, baseline, {}, report);
         } catch (const std::exception& e) {
           report.add(BenchRow("decode", fmt::format("decode B={} C={}", batch, context),
                               "", fmt::format("error: {}", e.what())));
@@ -144,8 +164,8 @@ void run_decode(const BenchModel& model, const BenchOptions& options, Report& re
   if (options.ablate && !options.decode_contexts.empty() && !options.decode_batches.empty()) {
     for (const std::string& group : ablation_groups()) {
       try {
-        decode_point(model, options, options.decode_batches.front(), options.decode_contexts.front(), false, {group},
-                     report);
+        decode_point(model, options, options.decode_batches.front(), options.decode_contexts.front(), Baseline::kNone,
+                     {group}, report);
       } catch (const std::exception& e) {
         report.add(BenchRow("decode", "decode -" + group, "", fmt::format("error: {}", e.what())));
       }

@@ -54,6 +54,12 @@ inline bool valid_block_copy(const KvStorage& kv, const Tensor& host, const Bloc
          copy.host_block < host.dim(0) && static_cast<size_t>(host.dim(1)) == kv_block_bytes(kv);
 }
 
+// One matmul of Backend::matmul_fp8_group: matmul_fp8(out, x8, x_scales, w8, w_scales, alpha).
+struct Fp8Matmul {
+  Tensor out, x8, x_scales, w8, w_scales;
+  float alpha = 1.0f;
+};
+
 // What the sample op needs besides the logits, in host memory: per-row parameters and RNG state, and the
 // tokens the bias and the penalties touch, compact (CSR): row r's distinct tokens are
 // history[history_starts[r] .. history_starts[r + 1]), each with its prompt and output counts and its bias.
@@ -170,6 +176,11 @@ class Backend {
     (void)out, (void)x8, (void)x_scales, (void)w8, (void)w_scales, (void)alpha;
     unsupported("matmul_fp8");
   }
+  // Independent matmul_fp8 calls over the same tokens, each with the same result as alone; a backend may run
+  // them in one launch (a decode step's qkv with gate_up, o with down). None may write another's input.
+  virtual void matmul_fp8_group(std::span<const Fp8Matmul> group) {
+    for (const Fp8Matmul& m : group) matmul_fp8(m.out, m.x8, m.x_scales, m.w8, m.w_scales, m.alpha);
+  }
 
   // Interleaved (GPT-J) rotary embedding, in place, on heads [0, num_rope_heads) of each qkv row: the pair
   // (x[2j], x[2j+1]) of a token at position p turns by angle = f32(p) * inv_freq[j], computed in f32.
@@ -254,6 +265,18 @@ class Backend {
     virtual ~Graph() = default;
     virtual void replay() = 0;
   };
+  // --- two chains of one step at once ---
+  // A parallel block has two independent chains after its input projections (attention; the MLP's gate_up
+  // and SwiGLU), which a GPU can run side by side: the latency-bound attention kernels beside a
+  // bandwidth-bound matmul. side_begin(): the ops that follow go to a second queue, which starts after
+  // everything queued so far. side_end(): the ops that follow go to the main queue again, which does not wait
+  // for the second. side_join(): the main queue waits for everything given to the second queue. Ops on the
+  // second queue must not allocate (a buffer freed on one queue and taken on the other would be shared by two
+  // running kernels; the CUDA backend refuses). Backends without queues run everything in order.
+  virtual void side_begin() {}
+  virtual void side_end() {}
+  virtual void side_join() {}
+
   // Records the ops that `body` queues, without running them, into a Graph; or returns null without calling
   // `body` where the backend does not record (the CPU). While recording, tensors come from a pool kept for
   // graphs: those that `body` keeps (captures by reference and holds afterwards) stay valid for every replay;

@@ -1,6 +1,7 @@
 // Decode steps replayed from recorded CUDA graphs against the same steps run op by op: several sequences at
 // different positions, batches that shrink and grow again (graphs of other padded sizes, then a replay of
-// the first one with new inputs), and positions that cross a bucket boundary (a new recording).
+// the first one with new inputs), and positions that cross a bucket boundary (a new recording). And the
+// same steps with and without programmatic dependent launch (launch.cuh), bit for bit.
 #include <algorithm>
 
 #include "../test_util.h"
@@ -13,8 +14,8 @@ namespace {
 
 // A model on its own backend with its own KV cache, stepped by hand.
 struct Runner {
-  explicit Runner(bool graphs)
-      : model(Cohere2Model::load(test::fixture("cohere2-tiny-hd128"), backend)),
+  explicit Runner(bool graphs, bool fp8 = false)
+      : model(Cohere2Model::load(test::fixture("cohere2-tiny-hd128"), backend, WeightLoadOptions{fp8, {}})),
         manager(kBlockSize, pools(model.config()), /*enable_prefix_caching=*/false),
         kv(model.allocate_kv(kBlockSize, std::vector<int32_t>(model.config().groups.size(), 256))) {
     model.set_graphs_enabled(graphs);
@@ -94,6 +95,37 @@ TEST(CudaGraphs, ReplayedDecodeStepsMatchEagerSteps) {
     }
   }
   EXPECT_GT(graph.seqs[2].num_computed(), 256);
+}
+
+// Programmatic dependent launch lets a kernel start before the previous one has finished; each kernel waits
+// for it before touching its data, so the results are the same bits. A kernel that read or wrote too early
+// would race with the one before it and, in some step, differ. FP8 weights (the small-batch matmul kernel,
+// grouped) and bf16, prefill (eager) and decode (graphs).
+TEST(CudaGraphs, ProgrammaticLaunchChangesNoBit) {
+  TIDE_REQUIRE_GPU();
+  for (bool fp8 : {true, false}) {
+    Runner with(true, fp8), without(true, fp8);
+    const int32_t vocab = static_cast<int32_t>(with.model.config().vocab_size);
+    auto step = [&](const std::vector<int>& which, const std::vector<std::vector<int32_t>>& tokens) {
+      CudaBackend::set_programmatic_launch(true);
+      const std::vector<float> a = with.step(which, tokens);
+      CudaBackend::set_programmatic_launch(false);
+      const std::vector<float> b = without.step(which, tokens);
+      CudaBackend::set_programmatic_launch(true);
+      return std::make_pair(a, b);
+    };
+    for (int s = 0; s < 3; ++s) {
+      const auto [a, b] = step({s}, {ids(20 + 30 * s, s + 1, vocab)});
+      ASSERT_EQ(a, b) << "prefill of sequence " << s << (fp8 ? " (FP8)" : " (bf16)");
+    }
+    for (int k = 0; k < 12; ++k) {
+      const std::vector<int> which = k % 3 == 2 ? std::vector<int>{2, 0} : std::vector<int>{0, 1, 2};
+      std::vector<std::vector<int32_t>> tokens;
+      for (int s : which) tokens.push_back(ids(1, 100 * k + s, vocab));
+      const auto [a, b] = step(which, tokens);
+      ASSERT_EQ(a, b) << "decode step " << k << (fp8 ? " (FP8)" : " (bf16)");
+    }
+  }
 }
 
 }  // namespace

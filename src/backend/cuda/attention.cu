@@ -8,6 +8,7 @@
 #include <cfloat>
 
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/launch.cuh"
 
 namespace tide::cuda {
 namespace {
@@ -34,6 +35,7 @@ __device__ int64_t sequence_of(const int32_t* seq_starts, int64_t num_seqs, int6
 }
 
 __global__ void __launch_bounds__(kWarps * 32) split_attention_kernel(const __grid_constant__ SplitParams sp) {
+  begin_dependent_kernel();
   const PagedAttentionParams& p = sp.p;
   extern __shared__ float smem[];
   const int64_t t = blockIdx.x, kv_head = blockIdx.y, split = blockIdx.z;
@@ -151,6 +153,7 @@ __global__ void __launch_bounds__(kWarps * 32) split_attention_kernel(const __gr
 
 // Merges the splits of one (token, head): out = sum_s e^(m_s - M) acc_s / sum_s e^(m_s - M) l_s.
 __global__ void merge_splits_kernel(const __grid_constant__ SplitParams sp) {
+  begin_dependent_kernel();
   const PagedAttentionParams& p = sp.p;
   const int64_t t = blockIdx.x, h = blockIdx.y, d = p.head_dim;
   const int64_t first_slot = (t * p.num_heads + h) * sp.num_splits;
@@ -198,9 +201,9 @@ void launch_paged_attention(const PagedAttentionParams& p, float* part_out, floa
     cudaFuncSetAttribute(split_attention_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
   }
   const dim3 grid(static_cast<unsigned>(p.num_tokens), static_cast<unsigned>(p.num_heads_kv), static_cast<unsigned>(num_splits));
-  split_attention_kernel<<<grid, kWarps * 32, smem, stream>>>(sp);
+  launch_kernel(split_attention_kernel, grid, kWarps * 32, smem, stream, sp);
   const dim3 merge_grid(static_cast<unsigned>(p.num_tokens), static_cast<unsigned>(p.num_heads));
-  merge_splits_kernel<<<merge_grid, 128, 0, stream>>>(sp);
+  launch_kernel(merge_splits_kernel, merge_grid, 128, 0, stream, sp);
 }
 
 }  // namespace tide::cuda

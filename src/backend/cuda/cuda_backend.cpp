@@ -1,6 +1,7 @@
 #include "backend/cuda/cuda_backend.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <vector>
 
@@ -8,6 +9,17 @@
 #include "backend/cuda/kernels.h"
 
 namespace tide {
+
+namespace cuda {
+namespace {
+std::atomic<bool> programmatic_launch_on{true};
+}  // namespace
+
+bool programmatic_launch() { return programmatic_launch_on.load(std::memory_order_relaxed); }
+void set_programmatic_launch(bool on) { programmatic_launch_on.store(on, std::memory_order_relaxed); }
+}  // namespace cuda
+
+void CudaBackend::set_programmatic_launch(bool on) { cuda::set_programmatic_launch(on); }
 
 // --- memory ---
 
@@ -65,15 +77,22 @@ CudaBackend::CudaBackend(int device)
   if (device < 0 || device >= count) fail("--device cuda: device {} does not exist ({} present)", device, count);
   TIDE_CUDA_CHECK(cudaSetDevice(device));
   TIDE_CUDA_CHECK(cudaDeviceGetAttribute(&num_sms_, cudaDevAttrMultiProcessorCount, device));
-  TIDE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  TIDE_CUDA_CHECK(cudaStreamCreateWithFlags(&main_stream_, cudaStreamNonBlocking));
+  TIDE_CUDA_CHECK(cudaStreamCreateWithFlags(&side_stream_, cudaStreamNonBlocking));
+  stream_ = main_stream_;
+  TIDE_CUDA_CHECK(cudaEventCreateWithFlags(&side_fork_, cudaEventDisableTiming));
+  TIDE_CUDA_CHECK(cudaEventCreateWithFlags(&side_done_, cudaEventDisableTiming));
   TIDE_CUBLAS_CHECK(cublasLtCreate(&lt_));
   workspace_bytes_ = size_t{32} << 20;
-  TIDE_CUDA_CHECK(cudaMalloc(&workspace_, workspace_bytes_));
+  TIDE_CUDA_CHECK(cudaMalloc(&main_workspace_, workspace_bytes_));
+  TIDE_CUDA_CHECK(cudaMalloc(&side_workspace_, workspace_bytes_));
+  workspace_ = main_workspace_;
   TIDE_CUDA_CHECK(cudaEventCreateWithFlags(&sample_staged_, cudaEventDisableTiming));
 }
 
 CudaBackend::~CudaBackend() {
-  cudaStreamSynchronize(stream_);
+  cudaStreamSynchronize(side_stream_);
+  cudaStreamSynchronize(main_stream_);
   for (Allocator* a : {allocator_.get(), graph_allocator_.get()}) {
     std::lock_guard<std::mutex> lock(a->mutex);
     a->closing = true;  // tensors that outlive the backend free their memory directly
@@ -82,9 +101,35 @@ CudaBackend::~CudaBackend() {
   cudaFreeHost(sample_staging_);
   cudaFree(sample_device_);
   cudaEventDestroy(sample_staged_);
-  cudaFree(workspace_);
+  cudaFree(main_workspace_);
+  cudaFree(side_workspace_);
   cublasLtDestroy(lt_);
-  cudaStreamDestroy(stream_);
+  cudaEventDestroy(side_fork_);
+  cudaEventDestroy(side_done_);
+  cudaStreamDestroy(side_stream_);
+  cudaStreamDestroy(main_stream_);
+}
+
+// --- the side stream ---
+
+void CudaBackend::side_begin() {
+  TIDE_CHECK(stream_ == main_stream_);
+  TIDE_CUDA_CHECK(cudaEventRecord(side_fork_, main_stream_));
+  TIDE_CUDA_CHECK(cudaStreamWaitEvent(side_stream_, side_fork_, 0));
+  stream_ = side_stream_;
+  workspace_ = side_workspace_;
+}
+
+void CudaBackend::side_end() {
+  TIDE_CHECK(stream_ == side_stream_);
+  stream_ = main_stream_;
+  workspace_ = main_workspace_;
+}
+
+void CudaBackend::side_join() {
+  TIDE_CHECK(stream_ == main_stream_);
+  TIDE_CUDA_CHECK(cudaEventRecord(side_done_, side_stream_));
+  TIDE_CUDA_CHECK(cudaStreamWaitEvent(main_stream_, side_done_, 0));
 }
 
 void CudaBackend::bind_thread() { TIDE_CUDA_CHECK(cudaSetDevice(device_)); }
@@ -105,6 +150,7 @@ Tensor CudaBackend::alloc(DType dtype, Shape shape) {
   t.dtype = dtype;
   t.shape = shape;
   const size_t bytes = Allocator::round(t.nbytes());
+  if (stream_ != main_stream_) fail("cuda backend: an op allocated memory on the side stream (see Backend::side_begin)");
   std::shared_ptr<Allocator> owner = capturing_ ? graph_allocator_ : allocator_;
   void* p = owner->take(bytes);
   TIDE_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, stream_));
@@ -156,14 +202,14 @@ Tensor CudaBackend::upload_as(const void* host, DType host_dtype, Shape shape, D
 }
 
 void CudaBackend::upload_into(Tensor t, const void* host) {
-  TIDE_CHECK(!capturing_);
+  TIDE_CHECK(!capturing_ && stream_ == main_stream_);
   // From pageable memory the copy is staged before the call returns (`host` is free again) and runs in
   // stream order without synchronizing the device.
   TIDE_CUDA_CHECK(cudaMemcpyAsync(t.data, host, t.nbytes(), cudaMemcpyHostToDevice, stream_));
 }
 
 void CudaBackend::download(const Tensor& t, void* host) {
-  TIDE_CHECK(!capturing_);
+  TIDE_CHECK(!capturing_ && stream_ == main_stream_);
   TIDE_CUDA_CHECK(cudaMemcpyAsync(host, t.data, t.nbytes(), cudaMemcpyDeviceToHost, stream_));
   TIDE_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
@@ -469,7 +515,7 @@ class CudaGraph final : public Backend::Graph {
 }  // namespace
 
 std::unique_ptr<Backend::Graph> CudaBackend::capture(const std::function<void()>& body) {
-  TIDE_CHECK(!capturing_);
+  TIDE_CHECK(!capturing_ && stream_ == main_stream_);
   TIDE_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed));
   capturing_ = true;
   cudaGraph_t graph = nullptr;
@@ -477,6 +523,7 @@ std::unique_ptr<Backend::Graph> CudaBackend::capture(const std::function<void()>
     body();
   } catch (...) {
     capturing_ = false;
+    stream_ = main_stream_, workspace_ = main_workspace_;
     if (cudaStreamEndCapture(stream_, &graph) == cudaSuccess && graph) cudaGraphDestroy(graph);
     throw;
   }

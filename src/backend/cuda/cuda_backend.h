@@ -70,6 +70,9 @@ class CudaBackend final : public Backend {
   // go to cuBLASLt.
   void matmul_fp8(Tensor out, const Tensor& x8, const Tensor& x_scales, const Tensor& w8, const Tensor& w_scales,
                   float alpha) override;
+  // One launch of the small-batch kernel when every matmul of the group takes it (and their outputs share a
+  // dtype): the matrices' CTAs share the waves, and the group pays one launch; otherwise one call each.
+  void matmul_fp8_group(std::span<const Fp8Matmul> group) override;
   // The per-row arrays travel in one asynchronous copy from pinned staging into a device buffer, both kept
   // and grown as needed (a CUDA graph can capture the copy and the kernel once their capacity suffices).
   void sample(Tensor out_ids, Tensor logits, const SamplingBatch& batch) override;
@@ -77,16 +80,25 @@ class CudaBackend final : public Backend {
   void logprobs(Tensor out_values, Tensor out_ids, const Tensor& logits, const Tensor& chosen_ids, int n) override;
   void copy_blocks(KvStorage& device, Tensor& host, std::span<const BlockCopy> copies) override;
 
+  // The second queue is a second CUDA stream, joined by events (which a graph capture records as edges).
+  // Giving either stream a higher priority measured no different (R7B FP8 decode, H200).
+  void side_begin() override;
+  void side_end() override;
+  void side_join() override;
+
   // CUDA graph of the stream's work (relaxed capture mode: the caching allocator may cudaMalloc meanwhile).
   std::unique_ptr<Graph> capture(const std::function<void()>& body) override;
 
-  cudaStream_t stream() const { return stream_; }
+  cudaStream_t stream() const { return main_stream_; }
   // The most tokens matmul_fp8 gives the small-batch kernel (0: cuBLASLt always); for tests and benchmarks
   // comparing the two. Clamped to the kernel's limit.
   void set_fp8_small_matmul_max_tokens(int64_t t);
   // Forces the small-batch kernel's shape `variant` (tests; -1: chosen per matrix, the default). Returns how
   // many variants there are.
   int set_fp8_small_matmul_variant(int variant);
+  // Programmatic dependent launch of tide's kernels (launch.cuh): on by default; off for benchmarks that
+  // measure what it saves. Process-wide (the launchers see only a stream).
+  static void set_programmatic_launch(bool on);
 
  private:
   struct Allocator;   // caching device allocator, shared with the tensors it handed out
@@ -107,6 +119,9 @@ class CudaBackend final : public Backend {
     }
   };
 
+  // Checks matmul_fp8's arguments; whether the small-batch kernel takes them (else cuBLASLt).
+  bool check_fp8_matmul(const Fp8Matmul& m) const;
+
   // fp8: E4M3 x E4M3 with one f32 scale per weight row and per token (outer-vector scales).
   MatmulPlan& matmul_plan(int64_t t, int64_t k, int64_t n, cudaDataType_t out_type, bool fp8);
 
@@ -119,9 +134,15 @@ class CudaBackend final : public Backend {
   int num_sms_ = 1;
   int64_t fp8_small_max_tokens_;
   int fp8_small_variant_ = -1;
+  // Ops go to stream_ (with workspace_ for cuBLASLt): the main stream's, or the side stream's between
+  // side_begin() and side_end().
   cudaStream_t stream_ = nullptr;
+  cudaStream_t main_stream_ = nullptr, side_stream_ = nullptr;
+  cudaEvent_t side_fork_ = nullptr, side_done_ = nullptr;
   cublasLtHandle_t lt_ = nullptr;
   void* workspace_ = nullptr;
+  void* main_workspace_ = nullptr;
+  void* side_workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
   // The sample op's per-row arrays: pinned staging, its device copy, and the event of the last copy (the
   // staging is rewritten only once that copy has run).

@@ -11,6 +11,7 @@
 
 #include <cfloat>
 
+#include "backend/cuda/launch.cuh"
 #include "backend/cuda/mma_attention.cuh"
 
 namespace tide::cuda::mma {
@@ -48,6 +49,7 @@ __device__ inline int64_t sequence_of(const int32_t* seq_starts, int64_t num_seq
 template <int D>
 __global__ void __launch_bounds__(DecodeConfig<D>::kThreads, 2)
     decode_attention_kernel(const __grid_constant__ DecodeParams dp) {
+  begin_dependent_kernel();
   using C = DecodeConfig<D>;
   const PagedAttentionParams& p = dp.p;
   const int64_t t = blockIdx.x, kv_head = blockIdx.y;
@@ -209,6 +211,7 @@ __global__ void __launch_bounds__(DecodeConfig<D>::kThreads, 2)
 
 // Combines the splits of one (token, query head): out = sum_s w_s O_s / sum_s w_s l_s, w_s = 2^((m_s - M) c).
 static __global__ void merge_splits_kernel(const __grid_constant__ DecodeParams dp) {
+  begin_dependent_kernel();
   const PagedAttentionParams& p = dp.p;
   const int64_t d = p.head_dim;
   const int64_t slot0 = (blockIdx.x * p.num_heads + blockIdx.y) * dp.num_splits;
@@ -239,10 +242,9 @@ void launch_decode(const PagedAttentionParams& p, float* part_out, float* part_m
   (void)configured;
   const dim3 grid(static_cast<unsigned>(p.num_tokens), static_cast<unsigned>(p.num_heads_kv),
                   static_cast<unsigned>(num_splits));
-  decode_attention_kernel<D><<<grid, C::kThreads, C::kSmemBytes, stream>>>(dp);
+  launch_kernel(decode_attention_kernel<D>, grid, C::kThreads, C::kSmemBytes, stream, dp);
   if (num_splits > 1) {
-    merge_splits_kernel<<<dim3(static_cast<unsigned>(p.num_tokens), static_cast<unsigned>(p.num_heads)), 128, 0,
-                          stream>>>(dp);
+    launch_kernel(merge_splits_kernel, dim3(static_cast<unsigned>(p.num_tokens), static_cast<unsigned>(p.num_heads)), 128, 0, stream, dp);
   }
 }
 

@@ -2,6 +2,7 @@
 // with RoPE: the forward pass uses the fused one), SiLU-multiply and add. One pass each.
 #include "backend/cuda/activation.cuh"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/launch.cuh"
 
 namespace tide::cuda {
 namespace {
@@ -11,6 +12,7 @@ constexpr int kThreads = 256;
 int blocks_for(int64_t n) { return static_cast<int>((n + kThreads - 1) / kThreads); }
 
 __global__ void copy_rows_kernel(bf16* out, const bf16* src, const int32_t* index, int64_t hidden) {
+  begin_dependent_kernel();
   const int64_t row = blockIdx.x;
   const bf16* from = src + static_cast<int64_t>(index[row]) * hidden;
   for (int64_t i = threadIdx.x; i < hidden; i += blockDim.x) out[row * hidden + i] = from[i];
@@ -18,6 +20,7 @@ __global__ void copy_rows_kernel(bf16* out, const bf16* src, const int32_t* inde
 
 __global__ void rope_kernel(bf16* qkv, const int32_t* positions, const float* inv_freq, int64_t row_size,
                             int64_t num_rope_heads, int64_t head_dim) {
+  begin_dependent_kernel();
   const int64_t t = blockIdx.x;
   const int64_t half = head_dim / 2;
   const float pos = static_cast<float>(positions[t]);
@@ -36,6 +39,7 @@ __global__ void rope_kernel(bf16* qkv, const int32_t* positions, const float* in
 __global__ void store_kv_kernel(bf16* cache, const bf16* qkv, const int64_t* slot_mapping, int64_t row_size,
                                 int64_t q_size, int64_t kv_size, int64_t num_layers, int64_t layer,
                                 int64_t block_size) {
+  begin_dependent_kernel();
   const int64_t t = blockIdx.x;
   const int64_t slot = slot_mapping[t];
   if (slot < 0) return;  // padding
@@ -59,6 +63,7 @@ struct RopeStoreParams {
 // One block per token: the token's cos/sin table first (one sincosf per frequency, shared by all heads), then
 // every q and k pair rotated in place, the rotated k and the v heads written to the cache.
 __global__ void rope_store_kv_kernel(const __grid_constant__ RopeStoreParams p) {
+  begin_dependent_kernel();
   extern __shared__ float2 cos_sin[];  // [D / 2]
   const int64_t t = blockIdx.x, half = p.head_dim / 2, d = p.head_dim;
   const int64_t q_size = p.num_heads * d, kv_size = p.num_heads_kv * d;
@@ -96,6 +101,7 @@ __global__ void rope_store_kv_kernel(const __grid_constant__ RopeStoreParams p) 
 }
 
 __global__ void silu_mul_kernel(bf16* out, const bf16* gate_up, int64_t num_tokens, int64_t inter) {
+  begin_dependent_kernel();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= num_tokens * inter) return;
   const int64_t t = i / inter, j = i % inter;
@@ -105,6 +111,7 @@ __global__ void silu_mul_kernel(bf16* out, const bf16* gate_up, int64_t num_toke
 }
 
 __global__ void add_kernel(bf16* out, const bf16* a, const bf16* b, int64_t n) {
+  begin_dependent_kernel();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < n) out[i] = __float2bfloat16(__bfloat162float(a[i]) + __bfloat162float(b[i]));
 }
@@ -113,18 +120,18 @@ __global__ void add_kernel(bf16* out, const bf16* a, const bf16* b, int64_t n) {
 
 void launch_embedding(bf16* out, const bf16* table, const int32_t* ids, int64_t num_tokens, int64_t hidden,
                       cudaStream_t stream) {
-  if (num_tokens > 0) copy_rows_kernel<<<static_cast<unsigned>(num_tokens), kThreads, 0, stream>>>(out, table, ids, hidden);
+  if (num_tokens > 0) launch_kernel(copy_rows_kernel, static_cast<unsigned>(num_tokens), kThreads, 0, stream, out, table, ids, hidden);
 }
 
 void launch_gather_rows(bf16* out, const bf16* x, const int32_t* rows, int64_t num_rows, int64_t hidden,
                         cudaStream_t stream) {
-  if (num_rows > 0) copy_rows_kernel<<<static_cast<unsigned>(num_rows), kThreads, 0, stream>>>(out, x, rows, hidden);
+  if (num_rows > 0) launch_kernel(copy_rows_kernel, static_cast<unsigned>(num_rows), kThreads, 0, stream, out, x, rows, hidden);
 }
 
 void launch_rope(bf16* qkv, const int32_t* positions, const float* inv_freq, int64_t num_tokens, int64_t row_size,
                  int64_t num_rope_heads, int64_t head_dim, cudaStream_t stream) {
   if (num_tokens > 0) {
-    rope_kernel<<<static_cast<unsigned>(num_tokens), kThreads, 0, stream>>>(qkv, positions, inv_freq, row_size,
+    launch_kernel(rope_kernel, static_cast<unsigned>(num_tokens), kThreads, 0, stream, qkv, positions, inv_freq, row_size,
                                                                               num_rope_heads, head_dim);
   }
 }
@@ -133,7 +140,7 @@ void launch_store_kv(bf16* cache, const bf16* qkv, const int64_t* slot_mapping, 
                      int64_t row_size, int64_t q_size, int64_t kv_size, int64_t num_layers, int64_t layer,
                      int64_t block_size, cudaStream_t stream) {
   if (num_tokens > 0) {
-    store_kv_kernel<<<static_cast<unsigned>(num_tokens), kThreads, 0, stream>>>(
+    launch_kernel(store_kv_kernel, static_cast<unsigned>(num_tokens), kThreads, 0, stream, 
         cache, qkv, slot_mapping, row_size, q_size, kv_size, num_layers, layer, block_size);
   }
 }
@@ -146,16 +153,16 @@ void launch_rope_store_kv(bf16* cache, bf16* qkv, const int32_t* positions, cons
   const RopeStoreParams p{cache, qkv, positions, inv_freq, slot_mapping, num_heads, num_heads_kv, head_dim,
                           num_layers, layer, block_size};
   const size_t smem = sizeof(float2) * static_cast<size_t>(head_dim / 2);
-  rope_store_kv_kernel<<<static_cast<unsigned>(num_tokens), kThreads, smem, stream>>>(p);
+  launch_kernel(rope_store_kv_kernel, static_cast<unsigned>(num_tokens), kThreads, smem, stream, p);
 }
 
 void launch_silu_mul(bf16* out, const bf16* gate_up, int64_t num_tokens, int64_t inter, cudaStream_t stream) {
   const int64_t n = num_tokens * inter;
-  if (n > 0) silu_mul_kernel<<<blocks_for(n), kThreads, 0, stream>>>(out, gate_up, num_tokens, inter);
+  if (n > 0) launch_kernel(silu_mul_kernel, blocks_for(n), kThreads, 0, stream, out, gate_up, num_tokens, inter);
 }
 
 void launch_add(bf16* out, const bf16* a, const bf16* b, int64_t n, cudaStream_t stream) {
-  if (n > 0) add_kernel<<<blocks_for(n), kThreads, 0, stream>>>(out, a, b, n);
+  if (n > 0) launch_kernel(add_kernel, blocks_for(n), kThreads, 0, stream, out, a, b, n);
 }
 
 }  // namespace tide::cuda

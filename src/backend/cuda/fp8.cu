@@ -5,6 +5,7 @@
 // activation is never written.
 #include "backend/cuda/activation.cuh"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/launch.cuh"
 #include "backend/cuda/row_tile.cuh"
 
 namespace tide::cuda {
@@ -14,6 +15,7 @@ template <int kThreads, int kChunks>
 __global__ void __launch_bounds__(kThreads)
     quantize_fp8_kernel(uint8_t* __restrict__ out, float* __restrict__ scales, const bf16* __restrict__ x,
                         int64_t cols, bool vec) {
+  begin_dependent_kernel();
   __shared__ float shared[kThreads / 32];
   const int64_t offset = static_cast<int64_t>(blockIdx.x) * cols;
   RowTile<kThreads, kChunks> row;
@@ -25,6 +27,7 @@ template <int kThreads, int kChunks>
 __global__ void __launch_bounds__(kThreads)
     silu_mul_fp8_kernel(uint8_t* __restrict__ out, float* __restrict__ scales, const bf16* __restrict__ gate_up,
                         int64_t inter, bool vec) {
+  begin_dependent_kernel();
   __shared__ float shared[kThreads / 32];
   const bf16* gate = gate_up + static_cast<int64_t>(blockIdx.x) * 2 * inter;
   RowTile<kThreads, kChunks> g, u;
@@ -47,8 +50,7 @@ void launch_quantize_fp8(uint8_t* out, float* scales, const bf16* x, int64_t row
   if (rows <= 0) return;
   const bool vec = cols % 8 == 0 && aligned(out) && aligned(x);
   with_row_tile(cols, [&](auto threads, auto chunks) {
-    quantize_fp8_kernel<threads.value, chunks.value>
-        <<<static_cast<unsigned>(rows), threads.value, 0, stream>>>(out, scales, x, cols, vec);
+    launch_kernel(quantize_fp8_kernel<threads.value, chunks.value>, static_cast<unsigned>(rows), threads.value, 0, stream, out, scales, x, cols, vec);
   });
 }
 
@@ -57,8 +59,7 @@ void launch_silu_mul_fp8(uint8_t* out8, float* scales, const bf16* gate_up, int6
   if (num_tokens <= 0) return;
   const bool vec = inter % 8 == 0 && aligned(out8) && aligned(gate_up);
   with_row_tile(inter, [&](auto threads, auto chunks) {
-    silu_mul_fp8_kernel<threads.value, chunks.value>
-        <<<static_cast<unsigned>(num_tokens), threads.value, 0, stream>>>(out8, scales, gate_up, inter, vec);
+    launch_kernel(silu_mul_fp8_kernel<threads.value, chunks.value>, static_cast<unsigned>(num_tokens), threads.value, 0, stream, out8, scales, gate_up, inter, vec);
   });
 }
 

@@ -4,6 +4,7 @@
 // per-token FP8 quantization of its output for FP8 models (the bf16 row is then never written). Every
 // variant runs the same kernel body, so the fused outputs equal the unfused ops' bit for bit.
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/launch.cuh"
 #include "backend/cuda/row_tile.cuh"
 
 namespace tide::cuda {
@@ -25,6 +26,7 @@ struct NormParams {
 
 template <int kThreads, int kChunks, bool kResidual, bool kFp8>
 __global__ void __launch_bounds__(kThreads) norm_kernel(NormParams p) {
+  begin_dependent_kernel();
   using Tile = RowTile<kThreads, kChunks>;
   __shared__ float shared[kThreads / 32];
   const int64_t n = p.hidden, offset = static_cast<int64_t>(blockIdx.x) * n;
@@ -90,8 +92,7 @@ template <bool kResidual, bool kFp8>
 void launch_norm(NormParams p, int64_t num_tokens, cudaStream_t stream) {
   if (num_tokens <= 0) return;
   with_row_tile(p.hidden, [&](auto threads, auto chunks) {
-    norm_kernel<threads.value, chunks.value, kResidual, kFp8>
-        <<<static_cast<unsigned>(num_tokens), threads.value, 0, stream>>>(p);
+    launch_kernel(norm_kernel<threads.value, chunks.value, kResidual, kFp8>, static_cast<unsigned>(num_tokens), threads.value, 0, stream, p);
   });
 }
 

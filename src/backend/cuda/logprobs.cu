@@ -10,6 +10,7 @@
 #include <cmath>
 
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/launch.cuh"
 #include "backend/cuda/row_loop.cuh"
 #include "backend/sampling_math.h"
 
@@ -81,6 +82,7 @@ struct TopList {
 };
 
 __global__ void __launch_bounds__(kThreads) logprobs_kernel(const __grid_constant__ LogprobsParams p) {
+  begin_dependent_kernel();
   __shared__ Shared sh;
   const int64_t r = blockIdx.x;
   const int64_t vocab = p.vocab;
@@ -138,7 +140,7 @@ __global__ void __launch_bounds__(kThreads) logprobs_kernel(const __grid_constan
 }  // namespace
 
 void launch_logprobs(const LogprobsParams& p, cudaStream_t stream) {
-  if (p.num_rows > 0) logprobs_kernel<<<static_cast<unsigned>(p.num_rows), kThreads, 0, stream>>>(p);
+  if (p.num_rows > 0) launch_kernel(logprobs_kernel, static_cast<unsigned>(p.num_rows), kThreads, 0, stream, p);
 }
 
 }  // namespace tide::cuda

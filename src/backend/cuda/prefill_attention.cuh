@@ -14,6 +14,7 @@
 
 #include <cfloat>
 
+#include "backend/cuda/launch.cuh"
 #include "backend/cuda/mma_attention.cuh"
 
 namespace tide::cuda::mma {
@@ -42,6 +43,7 @@ struct PrefillParams {
 template <int D>
 __global__ void __launch_bounds__(PrefillConfig<D>::kThreads, PrefillConfig<D>::kMinBlocks)
     prefill_attention_kernel(const __grid_constant__ PrefillParams pp) {
+  begin_dependent_kernel();
   using C = PrefillConfig<D>;
   const PagedAttentionParams& p = pp.p;
   const int seq = static_cast<int>(blockIdx.x) / pp.tiles_per_seq;
@@ -272,7 +274,7 @@ void launch_prefill(const PagedAttentionParams& p, int64_t max_seq_tokens, cudaS
   static const bool configured = (configure_smem(prefill_attention_kernel<D>, C::kSmemBytes), true);
   (void)configured;
   const dim3 grid(static_cast<unsigned>(p.num_seqs * tiles), static_cast<unsigned>(p.num_heads_kv));
-  prefill_attention_kernel<D><<<grid, C::kThreads, C::kSmemBytes, stream>>>(pp);
+  launch_kernel(prefill_attention_kernel<D>, grid, C::kThreads, C::kSmemBytes, stream, pp);
 }
 
 }  // namespace tide::cuda::mma

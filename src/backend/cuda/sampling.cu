@@ -10,6 +10,7 @@
 #include <cub/block/block_scan.cuh>
 
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/launch.cuh"
 #include "backend/cuda/row_loop.cuh"
 #include "backend/sampling_math.h"
 
@@ -136,6 +137,7 @@ __device__ uint32_t radix_select(const float* row, int64_t vocab, uint32_t min_k
 }
 
 __global__ void __launch_bounds__(kThreads) sample_kernel(const __grid_constant__ SampleParams p) {
+  begin_dependent_kernel();
   __shared__ Shared sh;
   const int64_t r = blockIdx.x;
   const int64_t vocab = p.vocab;
@@ -219,7 +221,7 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const __grid_constant_
 }  // namespace
 
 void launch_sample(const SampleParams& p, cudaStream_t stream) {
-  if (p.num_rows > 0) sample_kernel<<<static_cast<unsigned>(p.num_rows), kThreads, 0, stream>>>(p);
+  if (p.num_rows > 0) launch_kernel(sample_kernel, static_cast<unsigned>(p.num_rows), kThreads, 0, stream, p);
 }
 
 }  // namespace tide::cuda
