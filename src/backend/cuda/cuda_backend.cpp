@@ -146,6 +146,12 @@ std::optional<Backend::MemoryInfo> CudaBackend::memory_info() const {
 }
 
 Tensor CudaBackend::alloc(DType dtype, Shape shape) {
+  Tensor t = alloc_scratch(dtype, std::move(shape));
+  TIDE_CUDA_CHECK(cudaMemsetAsync(t.data, 0, Allocator::round(t.nbytes()), stream_));
+  return t;
+}
+
+Tensor CudaBackend::alloc_scratch(DType dtype, Shape shape) {
   Tensor t;
   t.dtype = dtype;
   t.shape = shape;
@@ -153,7 +159,6 @@ Tensor CudaBackend::alloc(DType dtype, Shape shape) {
   if (stream_ != main_stream_) fail("cuda backend: an op allocated memory on the side stream (see Backend::side_begin)");
   std::shared_ptr<Allocator> owner = capturing_ ? graph_allocator_ : allocator_;
   void* p = owner->take(bytes);
-  TIDE_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, stream_));
   t.storage = std::shared_ptr<void>(p, [owner, bytes](void* q) { owner->give_back(q, bytes); });
   t.data = p;
   return t;
@@ -346,8 +351,10 @@ void CudaBackend::attention(Tensor out, const Tensor& qkv, const KvStorage& kv, 
     if (batch.max_seq_tokens <= kDecodeMaxTokens && cuda::mma_decode_supports(shape.head_dim, group)) {
       const int splits = cuda::mma_decode_splits(p.num_tokens, p.num_heads_kv, max_keys, num_sms_);
       const int64_t slots = splits > 1 ? p.num_tokens * p.num_heads * splits : 1;
-      const Tensor part_out = alloc(DType::kF32, Shape{slots, shape.head_dim});
-      const Tensor part_ml = alloc(DType::kF32, Shape{slots, 2});
+      // Every slot is written before the merge reads it (an empty split writes its (max, sum) as (-inf, 0)):
+      // no memset in front of the kernel.
+      const Tensor part_out = alloc_scratch(DType::kF32, Shape{slots, shape.head_dim});
+      const Tensor part_ml = alloc_scratch(DType::kF32, Shape{slots, 2});
       cuda::launch_mma_decode(p, part_out.as<float>(), part_ml.as<float>(), splits, stream_);
     } else {
       cuda::launch_mma_prefill(p, batch.max_seq_tokens, stream_);

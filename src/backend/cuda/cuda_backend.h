@@ -119,6 +119,8 @@ class CudaBackend final : public Backend {
     }
   };
 
+  // alloc() without zeroing: scratch the kernels write before they read.
+  Tensor alloc_scratch(DType dtype, Shape shape);
   // Checks matmul_fp8's arguments; whether the small-batch kernel takes them (else cuBLASLt).
   bool check_fp8_matmul(const Fp8Matmul& m) const;
 
