@@ -80,9 +80,6 @@ class AblationBackend final : public Backend {
                   float alpha) override {
     if (!skips("linear")) inner_.matmul_fp8(out, x8, x_scales, w8, w_scales, alpha);
   }
-  void matmul_fp8_group(std::span<const Fp8Matmul> group) override {
-    if (!skips("linear")) inner_.matmul_fp8_group(group);
-  }
   void rope(Tensor qkv, const Tensor& positions, const Tensor& inv_freq, int64_t num_rope_heads) override {
     if (!skips("rope_kv")) inner_.rope(qkv, positions, inv_freq, num_rope_heads);
   }

@@ -54,12 +54,6 @@ inline bool valid_block_copy(const KvStorage& kv, const Tensor& host, const Bloc
          copy.host_block < host.dim(0) && static_cast<size_t>(host.dim(1)) == kv_block_bytes(kv);
 }
 
-// One matmul of Backend::matmul_fp8_group: matmul_fp8(out, x8, x_scales, w8, w_scales, alpha).
-struct Fp8Matmul {
-  Tensor out, x8, x_scales, w8, w_scales;
-  float alpha = 1.0f;
-};
-
 // What the sample op needs besides the logits, in host memory: per-row parameters and RNG state, and the
 // tokens the bias and the penalties touch, compact (CSR): row r's distinct tokens are
 // history[history_starts[r] .. history_starts[r + 1]), each with its prompt and output counts and its bias.
@@ -175,11 +169,6 @@ class Backend {
                           const Tensor& w_scales, float alpha) {
     (void)out, (void)x8, (void)x_scales, (void)w8, (void)w_scales, (void)alpha;
     unsupported("matmul_fp8");
-  }
-  // Independent matmul_fp8 calls over the same tokens, each with the same result as alone; a backend may run
-  // them in one launch (a decode step's qkv with gate_up, o with down). None may write another's input.
-  virtual void matmul_fp8_group(std::span<const Fp8Matmul> group) {
-    for (const Fp8Matmul& m : group) matmul_fp8(m.out, m.x8, m.x_scales, m.w8, m.w_scales, m.alpha);
   }
 
   // Interleaved (GPT-J) rotary embedding, in place, on heads [0, num_rope_heads) of each qkv row: the pair

@@ -3,9 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <map>
-#include <initializer_list>
 #include <numeric>
-#include <vector>
 
 #include "core/error.h"
 #include "model/checkpoint.h"
@@ -247,8 +245,8 @@ void Cohere2Model::run_layers(const StepMetadata& meta, std::vector<KvStorage>& 
 
   // FP8 linear layers take their input quantized per token: x once for qkv and gate_up (one norm feeds both;
   // the norm writes the codes directly where both are FP8), the attention output before o, and the MLP
-  // activation, fused with its SwiGLU, before down. o and down, whose inputs are ready together, go to the
-  // backend as one group, which a GPU runs as one launch.
+  // activation, fused with its SwiGLU, before down. Each input has its own codes and scales: the attention
+  // and MLP chains run side by side (Backend::side_begin).
   const bool fp8 = weights_.has_fp8();
   auto codes = [&](int64_t cols) { return fp8 ? b.alloc(DType::kF8E4M3, Shape{num_tokens, cols}) : Tensor{}; };
   auto token_scales = [&] { return fp8 ? b.alloc(DType::kF32, Shape{num_tokens}) : Tensor{}; };
@@ -259,25 +257,13 @@ void Cohere2Model::run_layers(const StepMetadata& meta, std::vector<KvStorage>& 
   bool x_quantized = false;
   // Layer i's norm output only ever feeds FP8 projections (false for models without FP8 weights).
   auto x_only_fp8 = [&](size_t i) { return weights_.layers[i].qkv.fp8() && weights_.layers[i].gate_up.fp8(); };
-  // out = in @ l^T for each (out, in, l): bf16 weights at once, FP8 ones (their input already quantized into
-  // in_codes / in_scales) as one group.
-  struct Projection {
-    Tensor out;
-    const Tensor& in;
-    const Tensor& in_codes;
-    const Tensor& in_scales;
-    const Linear& l;
-  };
-  auto project = [&](std::initializer_list<Projection> projections) {
-    std::vector<Fp8Matmul> group;
-    for (const Projection& p : projections) {
-      if (p.l.fp8()) {
-        group.push_back(Fp8Matmul{p.out, p.in_codes, p.in_scales, p.l.weight, p.l.scale, 1.0f});
-      } else {
-        b.matmul(p.out, p.in, p.l.weight, 1.0f);
-      }
+  // out = in @ l^T; an FP8 weight takes its input as in_codes / in_scales, already quantized.
+  auto project = [&](Tensor out, const Tensor& in, const Tensor& in_codes, const Tensor& in_scales, const Linear& l) {
+    if (l.fp8()) {
+      b.matmul_fp8(out, in_codes, in_scales, l.weight, l.scale, 1.0f);
+    } else {
+      b.matmul(out, in, l.weight, 1.0f);
     }
-    if (!group.empty()) b.matmul_fp8_group(group);
   };
 
   b.embedding(h, weights_.embed, meta.token_ids);
@@ -295,17 +281,18 @@ void Cohere2Model::run_layers(const StepMetadata& meta, std::vector<KvStorage>& 
     const AttentionBatch& group_batch = meta.groups[static_cast<size_t>(spec.group_idx)];
 
     if (!x_quantized && (w.qkv.fp8() || w.gate_up.fp8())) b.quantize_fp8(x_codes, x_scales, x);
-    project({{qkv, x, x_codes, x_scales, w.qkv}});
-    // The MLP's gate_up and SwiGLU on the backend's second queue, beside the attention chain: at decode
-    // sizes the attention kernels wait on memory latency on a few SMs while gate_up streams its weights on
-    // all of them. Nothing there allocates (Backend::side_begin).
+    project(qkv, x, x_codes, x_scales, w.qkv);
+    // The MLP (gate_up, SwiGLU, down) on the backend's second queue, beside the attention chain (RoPE + KV
+    // store, attention, o): at decode sizes the attention kernels wait on memory latency on a few SMs while
+    // the MLP streams its weights on all of them. Nothing there allocates (Backend::side_begin).
     b.side_begin();
-    project({{gate_up, x, x_codes, x_scales, w.gate_up}});
+    project(gate_up, x, x_codes, x_scales, w.gate_up);
     if (w.down.fp8()) {
       b.silu_mul_fp8(act_codes, act_scales, gate_up, act);
     } else {
       b.silu_mul(act, gate_up);
     }
+    project(mlp_out, act, act_codes, act_scales, w.down);
     b.side_end();
     if (spec.rope) {
       b.rope_store_kv(group_kv, spec.layer_idx_in_group, qkv, group_batch.positions, rope_inv_freq_,
@@ -315,8 +302,8 @@ void Cohere2Model::run_layers(const StepMetadata& meta, std::vector<KvStorage>& 
     }
     b.attention(attn, qkv, group_kv, spec.layer_idx_in_group, group_batch, shape, spec.window);
     if (w.o.fp8()) b.quantize_fp8(attn_codes, attn_scales, attn);
+    project(attn_out, attn, attn_codes, attn_scales, w.o);
     b.side_join();
-    project({{attn_out, attn, attn_codes, attn_scales, w.o}, {mlp_out, act, act_codes, act_scales, w.down}});
 
     // h = (h + attn) + mlp, in transformers' order, then the next layer's input norm.
     x_quantized = false;  // x is new for the next layer

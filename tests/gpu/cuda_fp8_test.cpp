@@ -4,7 +4,6 @@
 // FP8 output) bit for bit against the GPU's unfused ops and within e4m3 rounding of the CPU's; and the
 // fixture models quantized to FP8 at load: logits within the bound the CPU FP8 test justifies (16 x
 // transformers' bf16 error) plus the bf16 activations' own error (2 x).
-#include <array>
 #include <cmath>
 #include <cstdio>
 #include <random>
@@ -137,40 +136,6 @@ TEST_F(CudaFp8, SmallBatchMatmulEveryElement) {
           ASSERT_NEAR(got[static_cast<size_t>(i * n + r)], want, 0.125 * magnitude * 1e-6 + 1e-30)
               << "variant " << variant << " T=" << t << " token " << i << " row " << r;
         }
-      }
-    }
-  }
-  gpu_->set_fp8_small_matmul_variant(-1);
-}
-
-// matmul_fp8_group against the same matmuls one at a time: the same bits, whichever kernel shape the group
-// runs (its pick counts the CTAs of all its matrices), for matrices of different K and N in one launch;
-// past 16 tokens the group falls back to one cuBLASLt call each.
-TEST_F(CudaFp8, GroupedMatmulsEqualSeparateOnes) {
-  const int num_variants = gpu_->set_fp8_small_matmul_variant(-1);
-  for (int64_t t : {1, 5, 8, 9, 16, 20}) {
-    const int64_t n0 = t > 16 ? 64 : 50;  // cuBLASLt's FP8 matmuls need N a multiple of 16
-    const std::array<std::array<int64_t, 2>, 3> shapes{{{1040, n0}, {2048, 1008}, {512, 48}}};  // {K, N}
-    std::mt19937 rng(static_cast<uint32_t>(t + 7));
-    std::vector<Fp8Matmul> group;
-    for (const auto& [k, n] : shapes) {
-      const std::vector<uint8_t> x8 = random_codes(rng, t * k), w8 = random_codes(rng, n * k);
-      std::vector<float> xs(static_cast<size_t>(t)), ws(static_cast<size_t>(n));
-      for (float& v : xs) v = 0.01f * static_cast<float>(1 + rng() % 100);
-      for (float& v : ws) v = 0.001f * static_cast<float>(1 + rng() % 100);
-      group.push_back(Fp8Matmul{gpu_->alloc(DType::kBF16, Shape{t, n}), gpu_->upload(x8.data(), DType::kF8E4M3, Shape{t, k}),
-                                gpu_->upload(xs.data(), DType::kF32, Shape{t}),
-                                gpu_->upload(w8.data(), DType::kF8E4M3, Shape{n, k}),
-                                gpu_->upload(ws.data(), DType::kF32, Shape{n}), 0.5f});
-    }
-    for (int variant = -1; variant < num_variants; ++variant) {
-      gpu_->set_fp8_small_matmul_variant(variant);
-      gpu_->matmul_fp8_group(group);
-      for (const Fp8Matmul& m : group) {
-        Tensor alone = gpu_->alloc(DType::kBF16, m.out.shape);
-        gpu_->matmul_fp8(alone, m.x8, m.x_scales, m.w8, m.w_scales, m.alpha);
-        EXPECT_EQ(test::to_f32(*gpu_, m.out), test::to_f32(*gpu_, alone))
-            << "T=" << t << " K=" << m.x8.dim(1) << " N=" << m.w8.dim(0) << " variant " << variant;
       }
     }
   }

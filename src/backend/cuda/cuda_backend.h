@@ -70,9 +70,6 @@ class CudaBackend final : public Backend {
   // go to cuBLASLt.
   void matmul_fp8(Tensor out, const Tensor& x8, const Tensor& x_scales, const Tensor& w8, const Tensor& w_scales,
                   float alpha) override;
-  // One launch of the small-batch kernel when every matmul of the group takes it (and their outputs share a
-  // dtype): the matrices' CTAs share the waves, and the group pays one launch; otherwise one call each.
-  void matmul_fp8_group(std::span<const Fp8Matmul> group) override;
   // The per-row arrays travel in one asynchronous copy from pinned staging into a device buffer, both kept
   // and grown as needed (a CUDA graph can capture the copy and the kernel once their capacity suffices).
   void sample(Tensor out_ids, Tensor logits, const SamplingBatch& batch) override;
@@ -121,9 +118,6 @@ class CudaBackend final : public Backend {
 
   // alloc() without zeroing: scratch the kernels write before they read.
   Tensor alloc_scratch(DType dtype, Shape shape);
-  // Checks matmul_fp8's arguments; whether the small-batch kernel takes them (else cuBLASLt).
-  bool check_fp8_matmul(const Fp8Matmul& m) const;
-
   // fp8: E4M3 x E4M3 with one f32 scale per weight row and per token (outer-vector scales).
   MatmulPlan& matmul_plan(int64_t t, int64_t k, int64_t n, cudaDataType_t out_type, bool fp8);
 

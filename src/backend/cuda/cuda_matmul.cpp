@@ -59,39 +59,20 @@ CudaBackend::MatmulPlan& CudaBackend::matmul_plan(int64_t t, int64_t k, int64_t 
 }
 
 // out: [T, N], x8: [T, K], x_scales: [T], w8: [N, K], w_scales: [N]
-bool CudaBackend::check_fp8_matmul(const Fp8Matmul& m) const {
-  const int64_t t = m.x8.dim(0), k = m.x8.dim(1), n = m.w8.dim(0);
-  TIDE_CHECK(m.w8.dim(1) == k && m.out.dim(0) == t && m.out.dim(1) == n && m.x_scales.numel() == t &&
-             m.w_scales.numel() == n);
-  if (m.x8.dtype != DType::kF8E4M3 || m.w8.dtype != DType::kF8E4M3) fail("cuda backend: matmul_fp8 inputs must be F8_E4M3");
-  if (m.x_scales.dtype != DType::kF32 || m.w_scales.dtype != DType::kF32) fail("cuda backend: matmul_fp8 scales must be F32");
-  if (m.out.dtype != DType::kBF16 && m.out.dtype != DType::kF32) fail("cuda backend: matmul_fp8 output must be BF16 or F32");
-  const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  return t <= fp8_small_max_tokens_ && cuda::fp8_small_matmul_supports(t, k, n) && aligned(m.x8.data) &&
-         aligned(m.w8.data);
-}
-
-namespace {
-
-cuda::Fp8SmallMatmul small_matmul(const Fp8Matmul& m) {
-  return cuda::Fp8SmallMatmul{m.out.data, static_cast<const uint8_t*>(m.x8.data),
-                              static_cast<const float*>(m.x_scales.data), static_cast<const uint8_t*>(m.w8.data),
-                              static_cast<const float*>(m.w_scales.data), m.alpha, m.x8.dim(1), m.w8.dim(0)};
-}
-
-}  // namespace
-
 void CudaBackend::matmul_fp8(Tensor out, const Tensor& x8, const Tensor& x_scales, const Tensor& w8,
                              const Tensor& w_scales, float alpha) {
-  const Fp8Matmul m{out, x8, x_scales, w8, w_scales, alpha};
-  const bool small = check_fp8_matmul(m);
   const int64_t t = x8.dim(0), k = x8.dim(1), n = w8.dim(0);
+  TIDE_CHECK(w8.dim(1) == k && out.dim(0) == t && out.dim(1) == n && x_scales.numel() == t && w_scales.numel() == n);
+  if (x8.dtype != DType::kF8E4M3 || w8.dtype != DType::kF8E4M3) fail("cuda backend: matmul_fp8 inputs must be F8_E4M3");
+  if (x_scales.dtype != DType::kF32 || w_scales.dtype != DType::kF32) fail("cuda backend: matmul_fp8 scales must be F32");
+  if (out.dtype != DType::kBF16 && out.dtype != DType::kF32) fail("cuda backend: matmul_fp8 output must be BF16 or F32");
   if (t == 0) return;
-  if (small) {
-    cuda::Fp8SmallMatmulGroup g{};
-    g.m[0] = small_matmul(m);
-    g.count = 1, g.num_tokens = t, g.out_f32 = out.dtype == DType::kF32, g.variant = fp8_small_variant_;
-    cuda::launch_fp8_small_matmul(g, num_sms_, stream_);
+  const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  if (t <= fp8_small_max_tokens_ && cuda::fp8_small_matmul_supports(t, k, n) && aligned(x8.data) && aligned(w8.data)) {
+    const cuda::Fp8SmallMatmul p{out.data, out.dtype == DType::kF32, static_cast<const uint8_t*>(x8.data),
+                                 static_cast<const float*>(x_scales.data), static_cast<const uint8_t*>(w8.data),
+                                 static_cast<const float*>(w_scales.data), alpha, t, k, n, fp8_small_variant_};
+    cuda::launch_fp8_small_matmul(p, num_sms_, stream_);
     return;
   }
   MatmulPlan& plan = matmul_plan(t, k, n, out.dtype == DType::kF32 ? CUDA_R_32F : CUDA_R_16BF, /*fp8=*/true);
@@ -102,23 +83,6 @@ void CudaBackend::matmul_fp8(Tensor out, const Tensor& x8, const Tensor& x_scale
   const float beta = 0.0f;
   TIDE_CUBLAS_CHECK(cublasLtMatmul(lt_, plan.op, &alpha, w8.data, plan.a, x8.data, plan.b, &beta, out.data, plan.d,
                                    out.data, plan.d, &plan.algo, workspace_, workspace_bytes_, stream_));
-}
-
-void CudaBackend::matmul_fp8_group(std::span<const Fp8Matmul> group) {
-  bool one_launch = !group.empty() && std::ssize(group) <= cuda::kFp8SmallMatmulMaxGroup;
-  for (const Fp8Matmul& m : group) {
-    one_launch = check_fp8_matmul(m) && one_launch && m.x8.dim(0) == group.front().x8.dim(0) &&
-                 m.out.dtype == group.front().out.dtype;
-  }
-  if (!one_launch || group.front().x8.dim(0) == 0) {
-    Backend::matmul_fp8_group(group);
-    return;
-  }
-  cuda::Fp8SmallMatmulGroup g{};
-  for (const Fp8Matmul& m : group) g.m[g.count++] = small_matmul(m);
-  g.num_tokens = group.front().x8.dim(0), g.out_f32 = group.front().out.dtype == DType::kF32;
-  g.variant = fp8_small_variant_;
-  cuda::launch_fp8_small_matmul(g, num_sms_, stream_);
 }
 
 void CudaBackend::set_fp8_small_matmul_max_tokens(int64_t t) {

@@ -55,38 +55,18 @@ __device__ __forceinline__ bf16 to_out<bf16>(float v) {
 
 // kMTiles: 16-row weight tiles per CTA; kNTiles: 8-token tiles (T <= 8 kNTiles); kU: 64-byte steps of K in
 // flight per warp.
-// One launch's matmuls (a group of independent ones over the same tokens): CTAs [first_cta[i], first_cta[i +
-// 1]) work on matmul i.
-struct GroupParams {
-  Fp8SmallMatmul m[kFp8SmallMatmulMaxGroup];
-  int first_cta[kFp8SmallMatmulMaxGroup];
-  int count;
-  int num_tokens;
-};
-
 template <int kMTiles, int kNTiles, int kU, typename Out>
-__global__ void __launch_bounds__(kWarps * 32) fp8_small_matmul_kernel(const __grid_constant__ GroupParams group) {
+__global__ void __launch_bounds__(kWarps * 32)
+    fp8_small_matmul_kernel(Out* __restrict__ out, const uint8_t* __restrict__ x8, const float* __restrict__ x_scales,
+                            const uint8_t* __restrict__ w8, const float* __restrict__ w_scales, float alpha,
+                            int num_tokens, int k, int n) {
   constexpr int kRows = 16 * kMTiles;
   constexpr int kCols = 8 * kNTiles;
   __shared__ float partial[kWarps][kRows][kCols];
 
-  int which = 0;
-#pragma unroll
-  for (int i = 1; i < kFp8SmallMatmulMaxGroup; ++i) {
-    if (i < group.count && static_cast<int>(blockIdx.x) >= group.first_cta[i]) which = i;
-  }
-  const Fp8SmallMatmul& mm = group.m[which];
-  Out* __restrict__ out = static_cast<Out*>(mm.out);
-  const uint8_t* __restrict__ x8 = mm.x8;
-  const float* __restrict__ x_scales = mm.x_scales;
-  const uint8_t* __restrict__ w8 = mm.w8;
-  const float* __restrict__ w_scales = mm.w_scales;
-  const float alpha = mm.alpha;
-  const int num_tokens = group.num_tokens, k = static_cast<int>(mm.k), n = static_cast<int>(mm.n);
-
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, q = lane % 4;
-  const int row0 = (static_cast<int>(blockIdx.x) - group.first_cta[which]) * kRows;
+  const int row0 = static_cast<int>(blockIdx.x) * kRows;
 
   // Rows past n read the last row (their results are never written); tokens past T read nothing.
   const uint8_t* w_rows[kMTiles][2];
@@ -173,27 +153,13 @@ __global__ void __launch_bounds__(kWarps * 32) fp8_small_matmul_kernel(const __g
   }
 }
 
-// CTAs of a variant with `rows` weight rows per CTA over all of the group's matrices.
-int64_t group_ctas(const Fp8SmallMatmulGroup& p, int64_t rows) {
-  int64_t ctas = 0;
-  for (int i = 0; i < p.count; ++i) ctas += (p.m[i].n + rows - 1) / rows;
-  return ctas;
-}
-
 template <int kMTiles, int kNTiles, int kU, typename Out>
-void launch(const Fp8SmallMatmulGroup& p, cudaStream_t stream) {
-  constexpr int64_t kRowsPerCta = 16 * kMTiles;
-  GroupParams group{};
-  group.count = p.count;
-  group.num_tokens = static_cast<int>(p.num_tokens);
-  int64_t ctas = 0;
-  for (int i = 0; i < p.count; ++i) {
-    group.m[i] = p.m[i];
-    group.first_cta[i] = static_cast<int>(ctas);
-    ctas += (p.m[i].n + kRowsPerCta - 1) / kRowsPerCta;
-  }
-  launch_kernel(fp8_small_matmul_kernel<kMTiles, kNTiles, kU, Out>, static_cast<unsigned>(ctas), kWarps * 32, 0,
-                stream, group);
+void launch(Out* out, const Fp8SmallMatmul& p, cudaStream_t stream) {
+  const int64_t rows_per_cta = 16 * kMTiles;
+  const auto grid = static_cast<unsigned>((p.n + rows_per_cta - 1) / rows_per_cta);
+  launch_kernel(fp8_small_matmul_kernel<kMTiles, kNTiles, kU, Out>, grid, kWarps * 32, 0, stream,
+      out, p.x8, p.x_scales, p.w8, p.w_scales, p.alpha, static_cast<int>(p.num_tokens), static_cast<int>(p.k),
+      static_cast<int>(p.n));
 }
 
 // The kernel's shapes: 16-row m-tiles per CTA, 8-token n-tiles, 64-byte steps in flight per warp. More in
@@ -205,13 +171,13 @@ constexpr Variant kVariants[] = {{1, 1, 4}, {1, 1, 8}, {2, 1, 4}, {1, 2, 4}, {2,
 constexpr int kNumVariants = sizeof(kVariants) / sizeof(kVariants[0]);
 
 template <typename Out>
-void launch_variant(int v, const Fp8SmallMatmulGroup& p, cudaStream_t stream) {
+void launch_variant(int v, Out* out, const Fp8SmallMatmul& p, cudaStream_t stream) {
   switch (v) {
-    case 0: return launch<1, 1, 4, Out>(p, stream);
-    case 1: return launch<1, 1, 8, Out>(p, stream);
-    case 2: return launch<2, 1, 4, Out>(p, stream);
-    case 3: return launch<1, 2, 4, Out>(p, stream);
-    default: return launch<2, 2, 4, Out>(p, stream);
+    case 0: return launch<1, 1, 4>(out, p, stream);
+    case 1: return launch<1, 1, 8>(out, p, stream);
+    case 2: return launch<2, 1, 4>(out, p, stream);
+    case 3: return launch<1, 2, 4>(out, p, stream);
+    default: return launch<2, 2, 4>(out, p, stream);
   }
 }
 
@@ -242,12 +208,13 @@ bool variant_fits(int v, int64_t num_tokens) {
 // time per SM; a last wave that is mostly empty leaves SMs without loads in flight (R7B's gate_up at one
 // token read at 73% of the read ceiling in 2.3 waves of 32-row CTAs). Ties go to more steps in flight.
 template <typename Out>
-int choose_variant(const Fp8SmallMatmulGroup& p, int num_sms) {
+int choose_variant(const Fp8SmallMatmul& p, int num_sms) {
   int best = -1;
   double best_fill = 0;
   for (int v = 0; v < kNumVariants; ++v) {
     if (!variant_fits(v, p.num_tokens)) continue;
-    const int64_t ctas = group_ctas(p, 16 * kVariants[v].m_tiles);
+    const int64_t rows = 16 * kVariants[v].m_tiles;
+    const int64_t ctas = (p.n + rows - 1) / rows;
     const int64_t slots = static_cast<int64_t>(ctas_per_sm<Out>(v)) * num_sms;
     const int64_t waves = (ctas + slots - 1) / slots;
     const double fill = static_cast<double>(ctas) / static_cast<double>(waves * slots);
@@ -261,11 +228,11 @@ int choose_variant(const Fp8SmallMatmulGroup& p, int num_sms) {
 }
 
 template <typename Out>
-void dispatch(const Fp8SmallMatmulGroup& p, int num_sms, cudaStream_t stream) {
+void dispatch(Out* out, const Fp8SmallMatmul& p, int num_sms, cudaStream_t stream) {
   const int v = p.variant >= 0 && p.variant < kNumVariants && variant_fits(p.variant, p.num_tokens)
                     ? p.variant
                     : choose_variant<Out>(p, num_sms);
-  launch_variant<Out>(v, p, stream);
+  launch_variant(v, out, p, stream);
 }
 
 }  // namespace
@@ -277,12 +244,11 @@ bool fp8_small_matmul_supports(int64_t num_tokens, int64_t k, int64_t n) {
          k <= (int64_t{1} << 30) && n <= (int64_t{1} << 30);
 }
 
-void launch_fp8_small_matmul(const Fp8SmallMatmulGroup& p, int num_sms, cudaStream_t stream) {
-  if (p.count < 1 || p.count > kFp8SmallMatmulMaxGroup) return;
+void launch_fp8_small_matmul(const Fp8SmallMatmul& p, int num_sms, cudaStream_t stream) {
   if (p.out_f32) {
-    dispatch<float>(p, num_sms, stream);
+    dispatch(static_cast<float*>(p.out), p, num_sms, stream);
   } else {
-    dispatch<bf16>(p, num_sms, stream);
+    dispatch(static_cast<bf16*>(p.out), p, num_sms, stream);
   }
 }
 

@@ -73,31 +73,24 @@ void launch_silu_mul_fp8(uint8_t* out8, float* scales, const bf16* gate_up, int6
                          cudaStream_t stream);
 
 // FP8 matmul for decode-sized batches (fp8_small_matmul.cu): out[T, N] = alpha * x_scales[t] * w_scales[n] *
-// sum_k x8[t][k] w8[n][k], e4m3 products summed in f32. x8, w8 rows 16-byte aligned. Up to
-// kFp8SmallMatmulMaxGroup independent matmuls over the same T tokens run in one launch.
+// sum_k x8[t][k] w8[n][k], e4m3 products summed in f32. x8, w8 rows 16-byte aligned.
 inline constexpr int64_t kFp8SmallMatmulMaxTokens = 16;
-inline constexpr int kFp8SmallMatmulMaxGroup = 4;
 struct Fp8SmallMatmul {
-  void* out;               // [T, N] bf16, or f32 with the group's out_f32
+  void* out;               // [T, N] bf16, or f32 with out_f32
+  bool out_f32;
   const uint8_t* x8;       // [T, K]
   const float* x_scales;   // [T]
   const uint8_t* w8;       // [N, K]
   const float* w_scales;   // [N]
   float alpha;
-  int64_t k, n;
-};
-struct Fp8SmallMatmulGroup {
-  Fp8SmallMatmul m[kFp8SmallMatmulMaxGroup];
-  int count;               // 1 .. kFp8SmallMatmulMaxGroup
-  int64_t num_tokens;
-  bool out_f32;
+  int64_t num_tokens, k, n;
   int variant = -1;        // the kernel shape (tests): -1 picks by the grid's fill of the GPU's waves
 };
 // How many kernel shapes there are (variants 0 .. n-1; one that does not suit T falls back to the pick).
 int fp8_small_matmul_num_variants();
 // Whether the kernel takes this shape: 1 <= T <= kFp8SmallMatmulMaxTokens, K a multiple of 16.
 bool fp8_small_matmul_supports(int64_t num_tokens, int64_t k, int64_t n);
-void launch_fp8_small_matmul(const Fp8SmallMatmulGroup& p, int num_sms, cudaStream_t stream);
+void launch_fp8_small_matmul(const Fp8SmallMatmul& p, int num_sms, cudaStream_t stream);
 
 struct PagedAttentionParams {
   bf16* out;                   // [T, Hq * D]
