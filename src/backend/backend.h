@@ -255,12 +255,12 @@ class Backend {
     virtual void replay() = 0;
   };
   // --- two chains of one step at once ---
-  // A parallel block has two independent chains after its input projections (attention; the MLP's gate_up
-  // and SwiGLU), which a GPU can run side by side: the latency-bound attention kernels beside a
-  // bandwidth-bound matmul. side_begin(): the ops that follow go to a second queue, which starts after
-  // everything queued so far. side_end(): the ops that follow go to the main queue again, which does not wait
-  // for the second. side_join(): the main queue waits for everything given to the second queue. Ops on the
-  // second queue must not allocate (a buffer freed on one queue and taken on the other would be shared by two
+  // A parallel block has two independent chains after its qkv projection (attention and o; the MLP), which a
+  // GPU can run side by side: the latency-bound attention kernels beside bandwidth-bound matmuls.
+  // side_begin(): the ops that follow go to a second queue, which starts after everything queued so far.
+  // side_end() (must not throw): the ops that follow go to the main queue again, which does not wait for the
+  // second. side_join(): the main queue waits for everything given to the second queue. Ops on the second
+  // queue must not allocate (a buffer freed on one queue and taken on the other would be shared by two
   // running kernels; the CUDA backend refuses). Backends without queues run everything in order.
   virtual void side_begin() {}
   virtual void side_end() {}

@@ -137,6 +137,19 @@ void update_metadata(const StepMetadata& meta, const HostMetadata& m, Backend& b
   }
 }
 
+// While it lives, ops go to the backend's second queue (Backend::side_begin); the main queue takes them
+// again when it goes, also when an op throws.
+class SideQueue {
+ public:
+  explicit SideQueue(Backend& b) : b_(b) { b_.side_begin(); }
+  ~SideQueue() { b_.side_end(); }
+  SideQueue(const SideQueue&) = delete;
+  SideQueue& operator=(const SideQueue&) = delete;
+
+ private:
+  Backend& b_;
+};
+
 }  // namespace
 
 Cohere2Model::Cohere2Model(ModelConfig config, Cohere2Weights weights, Backend& backend)
@@ -285,15 +298,16 @@ void Cohere2Model::run_layers(const StepMetadata& meta, std::vector<KvStorage>& 
     // The MLP (gate_up, SwiGLU, down) on the backend's second queue, beside the attention chain (RoPE + KV
     // store, attention, o): at decode sizes the attention kernels wait on memory latency on a few SMs while
     // the MLP streams its weights on all of them. Nothing there allocates (Backend::side_begin).
-    b.side_begin();
-    project(gate_up, x, x_codes, x_scales, w.gate_up);
-    if (w.down.fp8()) {
-      b.silu_mul_fp8(act_codes, act_scales, gate_up, act);
-    } else {
-      b.silu_mul(act, gate_up);
+    {
+      const SideQueue side(b);
+      project(gate_up, x, x_codes, x_scales, w.gate_up);
+      if (w.down.fp8()) {
+        b.silu_mul_fp8(act_codes, act_scales, gate_up, act);
+      } else {
+        b.silu_mul(act, gate_up);
+      }
+      project(mlp_out, act, act_codes, act_scales, w.down);
     }
-    project(mlp_out, act, act_codes, act_scales, w.down);
-    b.side_end();
     if (spec.rope) {
       b.rope_store_kv(group_kv, spec.layer_idx_in_group, qkv, group_batch.positions, rope_inv_freq_,
                       group_batch.slot_mapping, shape);
