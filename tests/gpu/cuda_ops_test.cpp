@@ -167,6 +167,25 @@ TEST_F(CudaOps, CopyIsByteForByteForEveryDtype) {
   EXPECT_THROW(gpu_->copy(gpu_->alloc(DType::kBF16, Shape{3, 1001}), f32), Error);
 }
 
+// The side stream (Backend::side_begin): its ops start after what the main stream was given before (z reads
+// y written just before the fork: 8 MB, long enough to still run if the side did not wait), the main stream
+// sees its results after side_join, and allocating on it is refused.
+TEST_F(CudaOps, SideStreamStartsAfterTheForkAndJoinsBack) {
+  const int64_t n = int64_t{1} << 22;
+  const std::vector<float> values = test::random_bf16_values(static_cast<size_t>(n), 12);
+  const Tensor x = gpu_->upload_as(values.data(), DType::kF32, Shape{n}, DType::kBF16);
+  Tensor y = gpu_->alloc(DType::kBF16, Shape{n}), z = gpu_->alloc(DType::kBF16, Shape{n});
+  Tensor want = gpu_->alloc(DType::kBF16, Shape{n});
+  gpu_->add(y, x, x);  // main: y = 2x
+  gpu_->side_begin();
+  gpu_->add(z, y, x);  // side: z = 2x + x
+  EXPECT_THROW(gpu_->alloc(DType::kF32, Shape{4}), Error);
+  gpu_->side_end();
+  gpu_->side_join();
+  gpu_->add(want, y, x);
+  EXPECT_EQ(test::to_f32(*gpu_, z), test::to_f32(*gpu_, want));
+}
+
 TEST_F(CudaOps, CopyBlocksRoundTripsThroughPinnedHostMemory) {
   const int64_t blocks = 6, layers = 2, block_size = 4, kv_size = 64;
   const std::vector<float> values = test::random_bf16_values(static_cast<size_t>(blocks * layers * 2 * block_size * kv_size), 10);
