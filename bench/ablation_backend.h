@@ -1,8 +1,8 @@
 // AblationBackend: a Backend that forwards every op to another (the benchmark's CudaBackend) except the op
-// groups it is told to skip. The decode benchmark times a step with one group skipped at a time: the difference to the full
-// step is what that group costs in the real launch sequence (inside the decode CUDA graph, with its launch
-// gaps), which timing the ops one by one in isolation would not show. Outputs of skipped ops are garbage;
-// only for timing.
+// groups it is told to skip. The decode benchmark times a step with one group skipped at a time: the
+// difference to the full step is what that group costs in the real launch sequence (inside the decode CUDA
+// graph, with its launch gaps), which timing the ops one by one in isolation would not show. Outputs of
+// skipped ops are garbage; only for timing.
 #pragma once
 
 #include <set>

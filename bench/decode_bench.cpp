@@ -41,17 +41,24 @@ enum class Baseline {
   kNoOverlap,  // the attention and MLP chains one after the other (Backend::side_begin)
 };
 
+// What a baseline's rows add to their label.
+const char* baseline_suffix(Baseline baseline) {
+  switch (baseline) {
+    case Baseline::kCublasFp8: return " cuBLASLt";
+    case Baseline::kNoPdl: return " no PDL";
+    case Baseline::kNoOverlap: return " no overlap";
+    case Baseline::kNone: break;
+  }
+  return "";
+}
+
 // skip: op groups left out of the step (AblationBackend; the difference to the full step is their cost).
 void decode_point(const BenchModel& m, const BenchOptions& options, int64_t num_seqs, int64_t context,
                   Baseline baseline, const std::set<std::string>& skip, Report& report) {
   const ModelConfig& c = m.config;
   const int runs = options.timed_runs(20, 5);
   const int64_t num_steps = kWarmupSteps + runs;
-  std::string label = fmt::format("decode B={} C={}{}", num_seqs, context,
-                                  baseline == Baseline::kCublasFp8 ? " cuBLASLt"
-                                  : baseline == Baseline::kNoPdl   ? " no PDL"
-                                  : baseline == Baseline::kNoOverlap ? " no overlap"
-                                                                   : "");
+  std::string label = fmt::format("decode B={} C={}{}", num_seqs, context, baseline_suffix(baseline));
   for (const std::string& group : skip) label += " -" + group;
   BenchRow row("decode", label,
                fmt::format("{} seqs x 1 token, ctx {}", num_seqs, context));

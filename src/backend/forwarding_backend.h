@@ -79,7 +79,9 @@ class ForwardingBackend : public Backend {
   void silu_mul(Tensor out, const Tensor& gate_up) override { inner_.silu_mul(out, gate_up); }
   void add(Tensor out, const Tensor& a, const Tensor& b) override { inner_.add(out, a, b); }
   void copy(Tensor out, const Tensor& x) override { inner_.copy(out, x); }
-  void sample(Tensor out_ids, Tensor logits, const SamplingBatch& batch) override { inner_.sample(out_ids, logits, batch); }
+  void sample(Tensor out_ids, Tensor logits, const SamplingBatch& batch) override {
+    inner_.sample(out_ids, logits, batch);
+  }
   void logprobs(Tensor out_values, Tensor out_ids, const Tensor& logits, const Tensor& chosen_ids, int n) override {
     inner_.logprobs(out_values, out_ids, logits, chosen_ids, n);
   }

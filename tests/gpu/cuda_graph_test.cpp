@@ -99,8 +99,8 @@ TEST(CudaGraphs, ReplayedDecodeStepsMatchEagerSteps) {
 
 // Programmatic dependent launch lets a kernel start before the previous one has finished; each kernel waits
 // for it before touching its data, so the results are the same bits. A kernel that read or wrote too early
-// would race with the one before it and, in some step, differ. FP8 weights (the small-batch matmul kernel,
-// grouped) and bf16, prefill (eager) and decode (graphs).
+// would race with the one before it and, in some step, differ. FP8 weights (the small-batch matmul kernel)
+// and bf16, prefill (eager) and decode (graphs).
 TEST(CudaGraphs, ProgrammaticLaunchChangesNoBit) {
   TIDE_REQUIRE_GPU();
   for (bool fp8 : {true, false}) {

@@ -122,7 +122,9 @@ Tensor CudaBackend::alloc_scratch(DType dtype, Shape shape) {
   t.dtype = dtype;
   t.shape = shape;
   const size_t bytes = Allocator::round(t.nbytes());
-  if (stream_ != main_stream_) fail("cuda backend: an op allocated memory on the side stream (see Backend::side_begin)");
+  if (stream_ != main_stream_) {
+    fail("cuda backend: an op allocated memory on the side stream (see Backend::side_begin)");
+  }
   std::shared_ptr<Allocator> owner = capturing_ ? graph_allocator_ : allocator_;
   void* p = owner->take(bytes);
   t.storage = std::shared_ptr<void>(p, [owner, bytes](void* q) { owner->give_back(q, bytes); });

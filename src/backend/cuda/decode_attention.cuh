@@ -244,7 +244,8 @@ void launch_decode(const PagedAttentionParams& p, float* part_out, float* part_m
                   static_cast<unsigned>(num_splits));
   launch_kernel(decode_attention_kernel<D>, grid, C::kThreads, C::kSmemBytes, stream, dp);
   if (num_splits > 1) {
-    launch_kernel(merge_splits_kernel, dim3(static_cast<unsigned>(p.num_tokens), static_cast<unsigned>(p.num_heads)), 128, 0, stream, dp);
+    const dim3 merge_grid(static_cast<unsigned>(p.num_tokens), static_cast<unsigned>(p.num_heads));
+    launch_kernel(merge_splits_kernel, merge_grid, 128, 0, stream, dp);
   }
 }
 

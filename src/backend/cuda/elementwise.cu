@@ -120,19 +120,23 @@ __global__ void add_kernel(bf16* out, const bf16* a, const bf16* b, int64_t n) {
 
 void launch_embedding(bf16* out, const bf16* table, const int32_t* ids, int64_t num_tokens, int64_t hidden,
                       cudaStream_t stream) {
-  if (num_tokens > 0) launch_kernel(copy_rows_kernel, static_cast<unsigned>(num_tokens), kThreads, 0, stream, out, table, ids, hidden);
+  if (num_tokens > 0) {
+    launch_kernel(copy_rows_kernel, static_cast<unsigned>(num_tokens), kThreads, 0, stream, out, table, ids, hidden);
+  }
 }
 
 void launch_gather_rows(bf16* out, const bf16* x, const int32_t* rows, int64_t num_rows, int64_t hidden,
                         cudaStream_t stream) {
-  if (num_rows > 0) launch_kernel(copy_rows_kernel, static_cast<unsigned>(num_rows), kThreads, 0, stream, out, x, rows, hidden);
+  if (num_rows > 0) {
+    launch_kernel(copy_rows_kernel, static_cast<unsigned>(num_rows), kThreads, 0, stream, out, x, rows, hidden);
+  }
 }
 
 void launch_rope(bf16* qkv, const int32_t* positions, const float* inv_freq, int64_t num_tokens, int64_t row_size,
                  int64_t num_rope_heads, int64_t head_dim, cudaStream_t stream) {
   if (num_tokens > 0) {
-    launch_kernel(rope_kernel, static_cast<unsigned>(num_tokens), kThreads, 0, stream, qkv, positions, inv_freq, row_size,
-                                                                              num_rope_heads, head_dim);
+    launch_kernel(rope_kernel, static_cast<unsigned>(num_tokens), kThreads, 0, stream, qkv, positions, inv_freq,
+                  row_size, num_rope_heads, head_dim);
   }
 }
 
@@ -140,8 +144,8 @@ void launch_store_kv(bf16* cache, const bf16* qkv, const int64_t* slot_mapping, 
                      int64_t row_size, int64_t q_size, int64_t kv_size, int64_t num_layers, int64_t layer,
                      int64_t block_size, cudaStream_t stream) {
   if (num_tokens > 0) {
-    launch_kernel(store_kv_kernel, static_cast<unsigned>(num_tokens), kThreads, 0, stream, 
-        cache, qkv, slot_mapping, row_size, q_size, kv_size, num_layers, layer, block_size);
+    launch_kernel(store_kv_kernel, static_cast<unsigned>(num_tokens), kThreads, 0, stream, cache, qkv, slot_mapping,
+                  row_size, q_size, kv_size, num_layers, layer, block_size);
   }
 }
 

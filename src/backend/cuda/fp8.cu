@@ -50,7 +50,8 @@ void launch_quantize_fp8(uint8_t* out, float* scales, const bf16* x, int64_t row
   if (rows <= 0) return;
   const bool vec = cols % 8 == 0 && aligned(out) && aligned(x);
   with_row_tile(cols, [&](auto threads, auto chunks) {
-    launch_kernel(quantize_fp8_kernel<threads.value, chunks.value>, static_cast<unsigned>(rows), threads.value, 0, stream, out, scales, x, cols, vec);
+    launch_kernel(quantize_fp8_kernel<threads.value, chunks.value>, static_cast<unsigned>(rows), threads.value, 0,
+                  stream, out, scales, x, cols, vec);
   });
 }
 
@@ -59,7 +60,8 @@ void launch_silu_mul_fp8(uint8_t* out8, float* scales, const bf16* gate_up, int6
   if (num_tokens <= 0) return;
   const bool vec = inter % 8 == 0 && aligned(out8) && aligned(gate_up);
   with_row_tile(inter, [&](auto threads, auto chunks) {
-    launch_kernel(silu_mul_fp8_kernel<threads.value, chunks.value>, static_cast<unsigned>(num_tokens), threads.value, 0, stream, out8, scales, gate_up, inter, vec);
+    launch_kernel(silu_mul_fp8_kernel<threads.value, chunks.value>, static_cast<unsigned>(num_tokens), threads.value,
+                  0, stream, out8, scales, gate_up, inter, vec);
   });
 }
 

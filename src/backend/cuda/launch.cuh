@@ -26,7 +26,9 @@
 namespace tide::cuda {
 
 // Lets the next kernel of the stream be scheduled (its CTAs then block in grid_dependency_wait()).
-__device__ __forceinline__ void allow_dependent_launch() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
+__device__ __forceinline__ void allow_dependent_launch() {
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+}
 
 // Blocks until the previous kernel of the stream has completed and its memory operations are visible.
 __device__ __forceinline__ void grid_dependency_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }

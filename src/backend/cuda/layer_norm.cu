@@ -92,7 +92,8 @@ template <bool kResidual, bool kFp8>
 void launch_norm(NormParams p, int64_t num_tokens, cudaStream_t stream) {
   if (num_tokens <= 0) return;
   with_row_tile(p.hidden, [&](auto threads, auto chunks) {
-    launch_kernel(norm_kernel<threads.value, chunks.value, kResidual, kFp8>, static_cast<unsigned>(num_tokens), threads.value, 0, stream, p);
+    launch_kernel(norm_kernel<threads.value, chunks.value, kResidual, kFp8>, static_cast<unsigned>(num_tokens),
+                  threads.value, 0, stream, p);
   });
 }
 
