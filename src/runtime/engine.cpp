@@ -271,21 +271,22 @@ std::vector<GenerateResult> Engine::generate_batch(std::span<const BatchRequest>
     for (const std::shared_ptr<RequestHandle>& h : handles) h->cancel();
   };
   std::exception_ptr error;
-  for (size_t i = 0; i < requests.size() && !error; ++i) {
+  std::vector<NewRequest> batch;
+  for (size_t i = 0; i < requests.size(); ++i) {
     results[i].samples.resize(static_cast<size_t>(requests[i].options.n));
-    try {
-      handles.push_back(submit(requests[i].prompt, requests[i].options, [collector, i](SampleDelta&& d) {
-        {
-          std::lock_guard lock(collector->mutex);
-          collector->queue.emplace_back(i, std::move(d));
-        }
-        collector->ready.notify_one();
-      }));
-      unfinished += static_cast<size_t>(requests[i].options.n);
-    } catch (...) {  // shutting down: end what was submitted, then report
-      error = std::current_exception();
-      cancel_all();
-    }
+    batch.push_back(NewRequest{requests[i].prompt, requests[i].options, [collector, i](SampleDelta&& d) {
+                                 {
+                                   std::lock_guard lock(collector->mutex);
+                                   collector->queue.emplace_back(i, std::move(d));
+                                 }
+                                 collector->ready.notify_one();
+                               }});
+  }
+  try {
+    handles = submit_together(std::move(batch));
+    for (const BatchRequest& r : requests) unfinished += static_cast<size_t>(r.options.n);
+  } catch (...) {  // shutting down: nothing was queued
+    error = std::current_exception();
   }
   while (unfinished > 0) {
     std::pair<size_t, SampleDelta> item;

@@ -135,6 +135,14 @@ class Engine {
   class Loop;
 
   void start_loop();
+  // submit() of several requests under one lock of the inbox: the loop takes them in the same step, so a
+  // batch's requests start together whatever the threads' timing (generate_batch).
+  struct NewRequest {
+    std::vector<int32_t> prompt;
+    GenerateOptions options;
+    DeltaCallback on_delta;
+  };
+  std::vector<std::shared_ptr<RequestHandle>> submit_together(std::vector<NewRequest> requests);
   // Runs `tokens` (positions seq.num_computed() ...) of one sequence through the model in chunks; calls
   // `on_logits` with each chunk's logits ([rows selected by want_logits(index in tokens), V], backend memory).
   void extend(SequenceKv& seq, std::span<const int32_t> tokens, const std::function<bool(size_t)>& want_logits,

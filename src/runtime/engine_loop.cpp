@@ -360,6 +360,12 @@ Engine::~Engine() {
 std::shared_ptr<RequestHandle> Engine::submit(std::vector<int32_t> prompt, GenerateOptions options,
                                               DeltaCallback on_delta) {
   check_request(prompt, options);
+  std::vector<NewRequest> one;
+  one.push_back(NewRequest{std::move(prompt), std::move(options), std::move(on_delta)});
+  return std::move(submit_together(std::move(one)).front());
+}
+
+std::vector<std::shared_ptr<RequestHandle>> Engine::submit_together(std::vector<NewRequest> requests) {
   std::weak_ptr<Inbox> weak = inbox_;
   auto cancel = [weak](uint64_t id) {
     if (const std::shared_ptr<Inbox> inbox = weak.lock()) {
@@ -370,15 +376,17 @@ std::shared_ptr<RequestHandle> Engine::submit(std::vector<int32_t> prompt, Gener
       inbox->wake.notify_all();
     }
   };
-  std::shared_ptr<RequestHandle> handle;
+  std::vector<std::shared_ptr<RequestHandle>> handles;
   {
     std::lock_guard lock(inbox_->mutex);
     if (inbox_->stop) fail("the engine is shutting down");
-    handle = std::make_shared<RequestHandle>(inbox_->next_id++, options.n, cancel, std::move(on_delta));
-    inbox_->submissions.push_back(Submission{handle, std::move(prompt), std::move(options)});
+    for (NewRequest& r : requests) {
+      handles.push_back(std::make_shared<RequestHandle>(inbox_->next_id++, r.options.n, cancel, std::move(r.on_delta)));
+      inbox_->submissions.push_back(Submission{handles.back(), std::move(r.prompt), std::move(r.options)});
+    }
   }
   inbox_->wake.notify_all();
-  return handle;
+  return handles;
 }
 
 EngineStats Engine::stats() const {
