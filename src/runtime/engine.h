@@ -135,8 +135,8 @@ class Engine {
   class Loop;
 
   void start_loop();
-  // submit() of several requests under one lock of the inbox: the loop takes them in the same step, so a
-  // batch's requests start together whatever the threads' timing (generate_batch).
+  // submit() of several requests, already checked, under one lock of the inbox: the loop takes them in the
+  // same step, so a batch's requests start together whatever the threads' timing (generate_batch).
   struct NewRequest {
     std::vector<int32_t> prompt;
     GenerateOptions options;
