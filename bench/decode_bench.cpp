@@ -15,6 +15,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "bench/ablation_backend.h"
 #include "bench/bench_util.h"
+#include "bench/kernel_trace.h"
 #include "bench/kv_setup.h"
 #include "bench/sections.h"
 #include "bench/synthetic_model.h"
@@ -24,6 +25,7 @@ namespace tide::bench {
 namespace {
 
 constexpr int kWarmupSteps = 3;
+constexpr int kTracedSteps = 3;
 constexpr int64_t kFillChunk = kBlockSize;  // fake prefill step: keeps sliding pools at window + one block
 
 // KV bytes one decode step reads: each sequence's token at `pos` reads the K and V of the keys it attends.
@@ -100,7 +102,11 @@ void decode_point(const BenchModel& m, const BenchOptions& options, int64_t num_
   EventTimer timer(backend->stream());
   std::vector<double> ms, enqueue_us, wall_ms;
   int64_t kv_read_total = 0;
-  for (int64_t step = 0; step < num_steps; ++step) {
+  // --trace: a few more steps after the timed ones, under CUPTI (the first point of each batch and context).
+  const bool trace = !options.trace_prefix.empty() && baseline == Baseline::kNone && skip.empty();
+  std::unique_ptr<KernelTrace> tracer;
+  for (int64_t step = 0; step < num_steps + (trace ? kTracedSteps : 0); ++step) {
+    if (trace && step == num_steps) tracer = std::make_unique<KernelTrace>();
     const int64_t pos = seqs.front().num_computed();
     ForwardBatch batch;
     for (int64_t s = 0; s < num_seqs; ++s) {
@@ -119,7 +125,7 @@ void decode_point(const BenchModel& m, const BenchOptions& options, int64_t num_
     const auto queued = std::chrono::steady_clock::now();
     const double t = timer.elapsed_ms();
     const auto done = std::chrono::steady_clock::now();
-    if (step >= kWarmupSteps) {
+    if (step >= kWarmupSteps && step < num_steps) {
       ms.push_back(t);
       enqueue_us.push_back(std::chrono::duration<double, std::micro>(queued - begin).count());
       wall_ms.push_back(std::chrono::duration<double, std::milli>(done - begin).count());
@@ -129,6 +135,12 @@ void decode_point(const BenchModel& m, const BenchOptions& options, int64_t num_
       const int32_t token = batch.token_ids[static_cast<size_t>(s)];
       manager.commit(seqs[static_cast<size_t>(s)], std::span<const int32_t>(&token, 1));
     }
+  }
+
+  if (tracer) {
+    const std::string path = fmt::format("{}-B{}-C{}.csv", options.trace_prefix, num_seqs, context);
+    write_trace_csv(path, tracer->finish());
+    row.details["trace"] = path;
   }
 
   const double step_ms = median(ms);
