@@ -255,7 +255,7 @@ class Backend {
     virtual void replay() = 0;
   };
   // --- two chains of one step at once ---
-  // A parallel block has two independent chains after its qkv projection (attention and o; the MLP), which a
+  // A parallel block has two independent chains after its input norm (qkv, attention and o; the MLP), which a
   // GPU can run side by side: the latency-bound attention kernels beside bandwidth-bound matmuls.
   // side_begin(): the ops that follow go to a second queue, which starts after everything queued so far.
   // side_end() (must not throw): the ops that follow go to the main queue again, which does not wait for the

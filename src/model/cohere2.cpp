@@ -294,10 +294,10 @@ void Cohere2Model::run_layers(const StepMetadata& meta, std::vector<KvStorage>& 
     const AttentionBatch& group_batch = meta.groups[static_cast<size_t>(spec.group_idx)];
 
     if (!x_quantized && (w.qkv.fp8() || w.gate_up.fp8())) b.quantize_fp8(x_codes, x_scales, x);
-    project(qkv, x, x_codes, x_scales, w.qkv);
-    // The MLP (gate_up, SwiGLU, down) on the backend's second queue, beside the attention chain (RoPE + KV
-    // store, attention, o): at decode sizes the attention kernels wait on memory latency on a few SMs while
-    // the MLP streams its weights on all of them. Nothing there allocates (Backend::side_begin).
+    // The MLP (gate_up, SwiGLU, down) on the backend's second queue, beside the attention chain (qkv, RoPE +
+    // KV store, attention, o): both start from the norm, so gate_up's CTAs take the SMs qkv's leave as it
+    // drains, and at decode sizes the attention kernels wait on memory latency on a few SMs while the MLP
+    // streams its weights on all of them. Nothing there allocates (Backend::side_begin).
     {
       const SideQueue side(b);
       project(gate_up, x, x_codes, x_scales, w.gate_up);
@@ -308,6 +308,7 @@ void Cohere2Model::run_layers(const StepMetadata& meta, std::vector<KvStorage>& 
       }
       project(mlp_out, act, act_codes, act_scales, w.down);
     }
+    project(qkv, x, x_codes, x_scales, w.qkv);
     if (spec.rope) {
       b.rope_store_kv(group_kv, spec.layer_idx_in_group, qkv, group_batch.positions, rope_inv_freq_,
                       group_batch.slot_mapping, shape);
