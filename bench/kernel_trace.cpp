@@ -121,8 +121,16 @@ KernelTrace::KernelTrace() {
   if (cupti != nullptr) fail("--trace: a kernel trace is already running");
   cupti = new Cupti(load_cupti());
   records = new std::vector<KernelRecord>();
-  check(cupti->register_callbacks(buffer_requested, buffer_completed), "cuptiActivityRegisterCallbacks");
-  check(cupti->enable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), "cuptiActivityEnable");
+  try {
+    check(cupti->register_callbacks(buffer_requested, buffer_completed), "cuptiActivityRegisterCallbacks");
+    check(cupti->enable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), "cuptiActivityEnable");
+  } catch (...) {  // no destructor runs: leave no trace behind for the next one
+    delete records;
+    records = nullptr;
+    delete cupti;
+    cupti = nullptr;
+    throw;
+  }
 }
 
 KernelTrace::~KernelTrace() {
