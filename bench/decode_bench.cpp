@@ -60,18 +60,21 @@ void decode_point(const BenchModel& m, const BenchOptions& options, int64_t num_
   const ModelConfig& c = m.config;
   const int runs = options.timed_runs(20, 5);
   const int64_t num_steps = kWarmupSteps + runs;
+  // --trace: a few more steps after the timed ones, under CUPTI (every point but the baselines and ablations).
+  const bool trace = !options.trace_prefix.empty() && baseline == Baseline::kNone && skip.empty();
+  const int64_t all_steps = num_steps + (trace ? kTracedSteps : 0);
   std::string label = fmt::format("decode B={} C={}{}", num_seqs, context, baseline_suffix(baseline));
   for (const std::string& group : skip) label += " -" + group;
   BenchRow row("decode", label,
                fmt::format("{} seqs x 1 token, ctx {}", num_seqs, context));
-  if (context + num_steps > c.max_position_embeddings) {
+  if (context + all_steps > c.max_position_embeddings) {
     row.note = fmt::format("skipped: context beyond the model's {} positions", c.max_position_embeddings);
     report.add(std::move(row));
     return;
   }
 
-  // The pools hold every position the steps will write: C + warm-up + timed steps.
-  const std::vector<PoolSpec> pools = pool_specs(c, kBlockSize, num_seqs, context + num_steps, kFillChunk);
+  // The pools hold every position the steps will write: C + warm-up, timed and traced steps.
+  const std::vector<PoolSpec> pools = pool_specs(c, kBlockSize, num_seqs, context + all_steps, kFillChunk);
   const int64_t kv_bytes = kv_cache_bytes(c, kBlockSize, pools);
   const int64_t free_bytes = free_device_bytes();
   row.details = {{"batch", num_seqs}, {"context", context}, {"kv_cache_bytes", kv_bytes}, {"free_bytes", free_bytes}};
@@ -102,10 +105,8 @@ void decode_point(const BenchModel& m, const BenchOptions& options, int64_t num_
   EventTimer timer(backend->stream());
   std::vector<double> ms, enqueue_us, wall_ms;
   int64_t kv_read_total = 0;
-  // --trace: a few more steps after the timed ones, under CUPTI (the first point of each batch and context).
-  const bool trace = !options.trace_prefix.empty() && baseline == Baseline::kNone && skip.empty();
   std::unique_ptr<KernelTrace> tracer;
-  for (int64_t step = 0; step < num_steps + (trace ? kTracedSteps : 0); ++step) {
+  for (int64_t step = 0; step < all_steps; ++step) {
     if (trace && step == num_steps) tracer = std::make_unique<KernelTrace>();
     const int64_t pos = seqs.front().num_computed();
     ForwardBatch batch;
