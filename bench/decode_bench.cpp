@@ -88,6 +88,7 @@ void decode_point(const BenchModel& m, const BenchOptions& options, int64_t num_
   // Fresh backend per point: its allocator's cached blocks (this point's KV) are freed with it.
   auto backend = std::make_unique<CudaBackend>();
   if (baseline == Baseline::kCublasFp8) backend->set_fp8_small_matmul_max_tokens(0);
+  backend->set_fp8_small_matmul_variant(options.fp8_variant);
   // Process-wide: set for this point, back on when it ends (also by an exception).
   CudaBackend::set_programmatic_launch(baseline != Baseline::kNoPdl);
   struct PdlBackOn {
@@ -168,8 +169,8 @@ void run_decode(const BenchModel& model, const BenchOptions& options, Report& re
       // Small batches: also without PDL, without the two chains' overlap and, in FP8, with cuBLASLt for every
       // matmul, the same steps.
       std::vector<Baseline> baselines{Baseline::kNone};
-      if (batch <= 16) baselines.insert(baselines.end(), {Baseline::kNoPdl, Baseline::kNoOverlap});
-      if (options.fp8 && batch <= 16) baselines.push_back(Baseline::kCublasFp8);
+      if (batch <= 16 && options.baselines) baselines.insert(baselines.end(), {Baseline::kNoPdl, Baseline::kNoOverlap});
+      if (options.fp8 && batch <= 16 && options.baselines) baselines.push_back(Baseline::kCublasFp8);
       for (Baseline baseline : baselines) {
         try {
           decode_point(model, options, batch, context, baseline, {}, report);

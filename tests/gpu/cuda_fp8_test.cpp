@@ -7,6 +7,8 @@
 #include <cmath>
 #include <cstdio>
 #include <random>
+#include <string>
+#include <vector>
 
 #include "../test_util.h"
 #include "core/error.h"
@@ -105,37 +107,72 @@ TEST_F(CudaFp8, MatmulMatchesTheCpuWithinBf16Rounding) {
   }
 }
 
-// Every output element, not just the L2 error: a wrong row or token in the small-batch kernel's tiling would
-// hide in an aggregate over a large matrix. Reference: exact products summed in double; bound: f32 rounding
-// of a sum of that many terms, relative to the sum of their magnitudes (the terms cancel).
-TEST_F(CudaFp8, SmallBatchMatmulEveryElement) {
-  // Every kernel shape (variant) the dispatch can pick, and the pick itself (-1).
-  const int num_variants = gpu_->set_fp8_small_matmul_variant(-1);
-  for (int variant = -1; variant < num_variants; ++variant) {
-    gpu_->set_fp8_small_matmul_variant(variant);
-    for (int64_t t = 1; t <= 16; ++t) {
-      const int64_t k = 1040, n = 50;  // K: 16 full 64-byte steps and a 16-byte tail
-      std::mt19937 rng(static_cast<uint32_t>(t));
-      const std::vector<uint8_t> x8 = random_codes(rng, t * k), w8 = random_codes(rng, n * k);
-      std::vector<float> xs(static_cast<size_t>(t), 0.25f), ws(static_cast<size_t>(n), 0.5f);
-      Tensor og = gpu_->alloc(DType::kF32, Shape{t, n});
-      gpu_->matmul_fp8(og, gpu_->upload(x8.data(), DType::kF8E4M3, Shape{t, k}),
-                       gpu_->upload(xs.data(), DType::kF32, Shape{t}), gpu_->upload(w8.data(), DType::kF8E4M3, Shape{n, k}),
-                       gpu_->upload(ws.data(), DType::kF32, Shape{n}), 1.0f);
-      const std::vector<float> got = test::to_f32(*gpu_, og);
-      for (int64_t i = 0; i < t; ++i) {
-        for (int64_t r = 0; r < n; ++r) {
-          double sum = 0, magnitude = 0;
-          for (int64_t j = 0; j < k; ++j) {
-            const double p = static_cast<double>(fp8::e4m3_to_float(x8[static_cast<size_t>(i * k + j)])) *
-                             fp8::e4m3_to_float(w8[static_cast<size_t>(r * k + j)]);
-            sum += p;
-            magnitude += std::fabs(p);
-          }
-          const double want = 0.25 * 0.5 * sum;
-          ASSERT_NEAR(got[static_cast<size_t>(i * n + r)], want, 0.125 * magnitude * 1e-6 + 1e-30)
-              << "variant " << variant << " T=" << t << " token " << i << " row " << r;
+// One small-batch FP8 matmul on random codes with its reference, checked on every output element: exact
+// products summed in double; bound: f32 rounding of a sum of that many terms, relative to the sum of their
+// magnitudes (the terms cancel).
+struct EveryElementCase {
+  int64_t t, k, n;
+  std::vector<uint8_t> x8, w8;
+  std::vector<double> want, bound;
+
+  EveryElementCase(int64_t t_, int64_t k_, int64_t n_) : t(t_), k(k_), n(n_) {
+    std::mt19937 rng(static_cast<uint32_t>(t * 1000003 + n));
+    x8 = random_codes(rng, t * k);
+    w8 = random_codes(rng, n * k);
+    for (int64_t i = 0; i < t; ++i) {
+      for (int64_t r = 0; r < n; ++r) {
+        double sum = 0, magnitude = 0;
+        for (int64_t j = 0; j < k; ++j) {
+          const double p = static_cast<double>(fp8::e4m3_to_float(x8[static_cast<size_t>(i * k + j)])) *
+                           fp8::e4m3_to_float(w8[static_cast<size_t>(r * k + j)]);
+          sum += p;
+          magnitude += std::fabs(p);
         }
+        want.push_back(0.25 * 0.5 * sum);
+        bound.push_back(0.125 * magnitude * 1e-6 + 1e-30);
+      }
+    }
+  }
+
+  void check(CudaBackend& gpu, const std::string& what) const {
+    const std::vector<float> xs(static_cast<size_t>(t), 0.25f), ws(static_cast<size_t>(n), 0.5f);
+    Tensor og = gpu.alloc(DType::kF32, Shape{t, n});
+    gpu.matmul_fp8(og, gpu.upload(x8.data(), DType::kF8E4M3, Shape{t, k}),
+                   gpu.upload(xs.data(), DType::kF32, Shape{t}), gpu.upload(w8.data(), DType::kF8E4M3, Shape{n, k}),
+                   gpu.upload(ws.data(), DType::kF32, Shape{n}), 1.0f);
+    const std::vector<float> got = test::to_f32(gpu, og);
+    for (size_t e = 0; e < want.size(); ++e) {
+      ASSERT_NEAR(got[e], want[e], bound[e]) << what << " T=" << t << " K=" << k << " N=" << n << " token "
+                                             << static_cast<int64_t>(e) / n << " row " << static_cast<int64_t>(e) % n;
+    }
+  }
+};
+
+// Every output element, not just the L2 error: a wrong row or token in the small-batch kernel's tiling would
+// hide in an aggregate over a large matrix. Every kernel shape (variant) the dispatch can pick, and the picks
+// themselves (-1, -2).
+TEST_F(CudaFp8, SmallBatchMatmulEveryElement) {
+  const int num_variants = gpu_->set_fp8_small_matmul_variant(-1);
+  for (int64_t t = 1; t <= 16; ++t) {
+    const EveryElementCase c(t, 1040, 50);  // K: 16 full 64-byte steps and a 16-byte tail
+    for (int variant = -2; variant < num_variants; ++variant) {
+      gpu_->set_fp8_small_matmul_variant(variant);
+      c.check(*gpu_, "variant " + std::to_string(variant));
+    }
+  }
+  gpu_->set_fp8_small_matmul_variant(-1);
+}
+
+// Shapes whose work the shared-memory streaming kernel (fp8_stream_matmul.cu) splits unevenly over its CTAs:
+// row tiles one CTA covers whole, tiles split between two or three CTAs (summed by the last to arrive), and
+// 1024-byte K chunks with a short tail. Each twice, so split tiles also meet counters a kernel left at zero.
+TEST_F(CudaFp8, SmallBatchMatmulSplitTilesEveryElement) {
+  const int num_variants = gpu_->set_fp8_small_matmul_variant(-1);
+  for (const int64_t t : {1, 9, 16}) {
+    for (const EveryElementCase& c : {EveryElementCase(t, 1040, 4000), EveryElementCase(t, 3088, 1000)}) {
+      for (int variant = -1; variant < num_variants; ++variant) {
+        gpu_->set_fp8_small_matmul_variant(variant);
+        for (int run = 0; run < 2; ++run) c.check(*gpu_, "variant " + std::to_string(variant));
       }
     }
   }

@@ -75,6 +75,13 @@ CudaBackend::CudaBackend(int device)
   TIDE_CUDA_CHECK(cudaMalloc(&main_workspace_, workspace_bytes_));
   TIDE_CUDA_CHECK(cudaMalloc(&side_workspace_, workspace_bytes_));
   workspace_ = main_workspace_;
+  const size_t split_bytes = cuda::fp8_split_scratch_bytes(num_sms_);
+  for (void** scratch : {&main_split_scratch_, &side_split_scratch_}) {
+    TIDE_CUDA_CHECK(cudaMalloc(scratch, split_bytes));
+    TIDE_CUDA_CHECK(cudaMemset(*scratch, 0, split_bytes));
+  }
+  TIDE_CUDA_CHECK(cudaDeviceSynchronize());  // the memsets ran on the legacy stream, which ours do not wait for
+  split_scratch_ = main_split_scratch_;
   TIDE_CUDA_CHECK(cudaEventCreateWithFlags(&sample_staged_, cudaEventDisableTiming));
 }
 
@@ -91,6 +98,8 @@ CudaBackend::~CudaBackend() {
   cudaEventDestroy(sample_staged_);
   cudaFree(main_workspace_);
   cudaFree(side_workspace_);
+  cudaFree(main_split_scratch_);
+  cudaFree(side_split_scratch_);
   cublasLtDestroy(lt_);
   cudaEventDestroy(side_fork_);
   cudaEventDestroy(side_done_);

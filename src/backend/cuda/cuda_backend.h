@@ -90,8 +90,9 @@ class CudaBackend final : public Backend {
   // The most tokens matmul_fp8 gives the small-batch kernel (0: cuBLASLt always); for tests and benchmarks
   // comparing the two. Clamped to the kernel's limit.
   void set_fp8_small_matmul_max_tokens(int64_t t);
-  // Forces the small-batch kernel's shape `variant` (tests; -1: chosen per matrix, the default). Returns how
-  // many variants there are.
+  // Forces the small-batch kernel's shape `variant` (tests, benchmarks; -1: kernel and shape chosen per matrix,
+  // the default; -2: the register-fed kernel for every matrix, its shape chosen per matrix; kernels.h,
+  // Fp8SmallMatmul::variant). Returns how many variants there are.
   int set_fp8_small_matmul_variant(int variant);
   // Programmatic dependent launch of tide's kernels (launch.cuh): on by default; off for benchmarks that
   // measure what it saves. Process-wide (the launchers see only a stream).
@@ -139,6 +140,11 @@ class CudaBackend final : public Backend {
   void* workspace_ = nullptr;
   void* main_workspace_ = nullptr;
   void* side_workspace_ = nullptr;
+  // The FP8 small-batch matmul's split-tile scratch (kernels.h, Fp8SmallMatmul::split_scratch), one per stream
+  // and switched with workspace_.
+  void* split_scratch_ = nullptr;
+  void* main_split_scratch_ = nullptr;
+  void* side_split_scratch_ = nullptr;
   size_t workspace_bytes_ = 0;
   // The sample op's per-row arrays: pinned staging, its device copy, and the event of the last copy (the
   // staging is rewritten only once that copy has run).

@@ -71,7 +71,8 @@ void CudaBackend::matmul_fp8(Tensor out, const Tensor& x8, const Tensor& x_scale
   if (t <= fp8_small_max_tokens_ && cuda::fp8_small_matmul_supports(t, k, n) && aligned(x8.data) && aligned(w8.data)) {
     const cuda::Fp8SmallMatmul p{out.data, out.dtype == DType::kF32, static_cast<const uint8_t*>(x8.data),
                                  static_cast<const float*>(x_scales.data), static_cast<const uint8_t*>(w8.data),
-                                 static_cast<const float*>(w_scales.data), alpha, t, k, n, fp8_small_variant_};
+                                 static_cast<const float*>(w_scales.data), alpha, t, k, n, fp8_small_variant_,
+                                 split_scratch_};
     cuda::launch_fp8_small_matmul(p, num_sms_, stream_);
     return;
   }

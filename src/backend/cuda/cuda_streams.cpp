@@ -27,11 +27,13 @@ void CudaBackend::side_begin() {
   TIDE_CUDA_CHECK(cudaStreamWaitEvent(side_stream_, side_fork_, 0));
   stream_ = side_stream_;
   workspace_ = side_workspace_;
+  split_scratch_ = side_split_scratch_;
 }
 
 void CudaBackend::side_end() {  // does not throw: callers end the side section from destructors
   stream_ = main_stream_;
   workspace_ = main_workspace_;
+  split_scratch_ = main_split_scratch_;
 }
 
 void CudaBackend::side_join() {
@@ -68,7 +70,7 @@ std::unique_ptr<Backend::Graph> CudaBackend::capture(const std::function<void()>
     body();
   } catch (...) {
     capturing_ = false;
-    stream_ = main_stream_, workspace_ = main_workspace_;
+    stream_ = main_stream_, workspace_ = main_workspace_, split_scratch_ = main_split_scratch_;
     if (cudaStreamEndCapture(stream_, &graph) == cudaSuccess && graph) cudaGraphDestroy(graph);
     throw;
   }

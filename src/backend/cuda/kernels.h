@@ -84,13 +84,25 @@ struct Fp8SmallMatmul {
   const float* w_scales;   // [N]
   float alpha;
   int64_t num_tokens, k, n;
-  int variant = -1;        // the kernel shape (tests): -1 picks by the grid's fill of the GPU's waves
+  // The kernel and its shape (tests, benchmarks): -1 picks per matrix (fp8_small_matmul.cu), -2 the register-fed
+  // kernel with its shape picked per matrix, 0 .. fp8_small_matmul_num_variants() - 1 one shape.
+  int variant = -1;
+  // Zeroed scratch of the stream's split tiles (fp8_stream_matmul.cu), fp8_split_scratch_bytes() long; one
+  // per stream (kernels of one stream use it one after another). Its counters are left zero by every kernel.
+  void* split_scratch = nullptr;
 };
 // How many kernel shapes there are (variants 0 .. n-1; one that does not suit T falls back to the pick).
 int fp8_small_matmul_num_variants();
 // Whether the kernel takes this shape: 1 <= T <= kFp8SmallMatmulMaxTokens, K a multiple of 16.
 bool fp8_small_matmul_supports(int64_t num_tokens, int64_t k, int64_t n);
 void launch_fp8_small_matmul(const Fp8SmallMatmul& p, int num_sms, cudaStream_t stream);
+
+// The same product with the weights streamed through shared memory by bulk copies (fp8_stream_matmul.cu):
+// `stages` stages of 17 KB in flight per CTA, `ctas_per_sm` (1 or 2) CTAs per SM.
+inline constexpr int kFp8StreamMaxStages = 8;
+inline constexpr size_t kFp8SplitCountersBytes = 4096;
+size_t fp8_split_scratch_bytes(int num_sms);
+void launch_fp8_stream_matmul(const Fp8SmallMatmul& p, int stages, int num_sms, int ctas_per_sm, cudaStream_t stream);
 
 struct PagedAttentionParams {
   bf16* out;                   // [T, Hq * D]

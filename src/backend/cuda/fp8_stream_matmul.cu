@@ -1,0 +1,335 @@
+// FP8 matmul for few tokens that streams the weights through shared memory: the same product as
+// fp8_small_matmul.cu (out[T, N] = alpha * x_scales[t] * w_scales[n] * sum_k x8[t][k] w8[n][k], T <= 16),
+// built to share the GPU with the kernels of the other stream.
+//
+// Why: the register-fed kernel keeps its loads in flight in registers (124 per thread, two CTAs fill an SM's
+// register file), so while it runs the other stream's kernels find no room, and a kernel launched early
+// (launch.cuh) can do nothing useful before its input is ready. Here one producer warp per CTA copies 16-row
+// weight tiles into a ring of shared-memory stages with bulk asynchronous copies (cp.async.bulk, completion
+// counted on an mbarrier); four consumer warps feed them to mma.sync. The bytes in flight sit in shared
+// memory, not registers (a CTA of 160 threads holds 20K registers, two per SM 40K of 64K), and since the
+// weights are never written by a kernel the producer starts copying before the grid dependency resolves: a
+// kernel scheduled early fills its stages while the kernel before it finishes. Alone it reads a matrix
+// slower than the register-fed kernel (the bulk copies of 1 KB rows top out near 3.4 TB/s even with no math);
+// beside the other stream's kernels it can be faster (fp8_small_matmul.cu's dispatch says where).
+//
+// Work split (stream-K): the matrix is cut into units of 16 rows x 1024 bytes of K, numbered row tile by row
+// tile; CTA c of G takes units [c U / G, (c + 1) U / G), so every CTA reads the same bytes whatever N and K
+// are. A row tile that one CTA covers whole is written directly. A tile split between CTAs has each of them
+// store its partial sums in a scratch slot; the last to arrive (counted atomically) adds the slots in CTA
+// order, so the result does not depend on which CTA finishes first.
+#include <cuda_bf16.h>
+
+#include <algorithm>
+
+#include "backend/cuda/kernels.h"
+#include "backend/cuda/launch.cuh"
+
+namespace tide::cuda {
+namespace {
+
+constexpr int kConsumerWarps = 4;
+constexpr int kThreads = 32 * (kConsumerWarps + 1);
+constexpr int kTileRows = 16;
+constexpr int kStepBytes = 64;  // K per pair of m16n8k32 products
+
+// A stage: 16 weight rows of kChunk bytes of K (one bulk copy each). Row pitch in shared memory: a quarter
+// warp reads 64 bytes of two adjacent rows, which then fall in different halves of the 32 banks.
+constexpr int kChunk = 1024;
+constexpr int kPitch = kChunk + 64;
+constexpr int kStageBytes = kTileRows * kPitch;
+constexpr int kSmemPerStage = kStageBytes + 16;  // and the stage's two mbarriers
+constexpr int kStepsPerWarp = kChunk / kStepBytes / kConsumerWarps;
+constexpr int kMaxCtasPerSm = 2;
+// Scratch per CTA: two slots (its first and its last row tile may be split) of 16 rows x 16 tokens.
+constexpr int kSlotFloats = kTileRows * 16;
+
+// The stream-K partition of `units` over `ctas` CTAs.
+struct Partition {
+  int64_t units, ctas;
+  __device__ int64_t begin(int64_t c) const { return c * units / ctas; }
+  // The CTA whose range holds unit u: the largest c with begin(c) <= u.
+  __device__ int64_t owner(int64_t u) const { return ((u + 1) * ctas - 1) / units; }
+};
+
+__device__ __forceinline__ int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void mbar_init(uint32_t bar, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+
+// Arrives and adds `bytes` to the transfers the current phase waits for.
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, int bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+}
+
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+  asm volatile(
+      "{\n"
+      ".reg .pred done;\n"
+      "WAIT:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra WAIT;\n"
+      "}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+}
+
+// Copies `bytes` (a multiple of 16, both addresses 16-byte aligned) from global to shared memory, counted on
+// mbarrier `bar`. The weights are read once: they are marked first to leave L2.
+__device__ __forceinline__ void bulk_copy(uint32_t dst, const void* src, int bytes, uint32_t bar, uint64_t policy) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;"
+      ::"r"(dst), "l"(src), "r"(bytes), "r"(bar), "l"(policy)
+      : "memory");
+}
+
+__device__ __forceinline__ uint4 lds128(uint32_t addr) {
+  uint4 v;
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr));
+  return v;
+}
+
+// Synchronizes the consumer warps only (the producer warp may have finished).
+__device__ __forceinline__ void consumer_sync() { asm volatile("bar.sync 1, %0;" ::"n"(32 * kConsumerWarps) : "memory"); }
+
+// d = a . b (m16n8k32, e4m3 inputs, f32 result) from zero.
+__device__ __forceinline__ void mma_e4m3(float (&d)[4], const uint4& lo, const uint4& hi, uint32_t b0, uint32_t b1,
+                                         bool second) {
+  const uint32_t a0 = second ? lo.z : lo.x, a1 = second ? hi.z : hi.x;
+  const uint32_t a2 = second ? lo.w : lo.y, a3 = second ? hi.w : hi.y;
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%10, %10, %10, %10};"
+      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "f"(0.0f));
+}
+
+template <typename Out>
+__device__ __forceinline__ Out to_out(float v);
+template <>
+__device__ __forceinline__ float to_out<float>(float v) {
+  return v;
+}
+template <>
+__device__ __forceinline__ bf16 to_out<bf16>(float v) {
+  return __float2bfloat16(v);
+}
+
+// Dynamic shared memory: `stages` weight stages, then the full and empty mbarriers of each stage.
+template <int kNTiles, typename Out>
+__global__ void __launch_bounds__(kThreads, kMaxCtasPerSm)
+    fp8_stream_matmul_kernel(Out* __restrict__ out, const uint8_t* __restrict__ x8, const float* __restrict__ x_scales,
+                             const uint8_t* __restrict__ w8, const float* __restrict__ w_scales, float alpha,
+                             int num_tokens, int k, int n, int stages, int* __restrict__ counters,
+                             float* __restrict__ partials) {
+  constexpr int kCols = 8 * kNTiles;
+  extern __shared__ __align__(128) uint8_t smem[];
+  __shared__ float reduce[kConsumerWarps][kTileRows][kCols];
+  __shared__ int last_arrival;
+
+  const uint32_t stage0 = smem_addr(smem);
+  const uint32_t full0 = stage0 + stages * kStageBytes, empty0 = full0 + 8 * stages;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int chunks = (k + kChunk - 1) / kChunk;
+  const Partition part{(static_cast<int64_t>(n) + kTileRows - 1) / kTileRows * chunks, gridDim.x};
+  const int64_t c = blockIdx.x;
+  const int64_t u_begin = part.begin(c), u_end = part.begin(c + 1);
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < stages; ++s) {
+      mbar_init(full0 + 8 * s, 1);
+      mbar_init(empty0 + 8 * s, kConsumerWarps);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\nfence.proxy.async.shared::cta;" ::: "memory");
+  }
+  __syncthreads();
+
+  if (warp == kConsumerWarps) {
+    // The producer: lane r copies row r of each unit's tile. It reads only weights, so it does not wait for
+    // the kernel before (the consumers do, before reading x8).
+    if (lane >= kTileRows) return;
+    uint64_t policy;
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+    // No divisions in the loops (64-bit ones cost hundreds of cycles): stage, phase, tile and chunk advance.
+    int s = 0, chunk = static_cast<int>(u_begin % chunks);
+    uint32_t phase = 0;
+    int64_t tile = u_begin / chunks;
+    for (int64_t u = u_begin; u < u_end; ++u) {
+      if (u - u_begin >= stages) mbar_wait(empty0 + 8 * s, phase ^ 1);  // the consumers' previous round
+      const int k0 = chunk * kChunk, len = min(kChunk, k - k0);
+      if (lane == 0) mbar_arrive_expect_tx(full0 + 8 * s, kTileRows * len);
+      __syncwarp(0xffff);
+      // Rows past n copy the last row (their sums are never written).
+      const int64_t row = min64(tile * kTileRows + lane, n - 1);
+      bulk_copy(stage0 + s * kStageBytes + lane * kPitch, w8 + row * k + k0, len, full0 + 8 * s, policy);
+      if (++chunk == chunks) chunk = 0, ++tile;
+      if (++s == stages) s = 0, phase ^= 1;
+    }
+    return;
+  }
+
+  grid_dependency_wait();
+  allow_dependent_launch();
+
+  // Lane (g, q) of a consumer warp: as in fp8_small_matmul.cu, the 16 bytes at 16 q of rows g and g + 8 and
+  // of tokens g (and g + 8 with two n-tiles) per 64-byte step; warp w takes steps w, w + 4, ... of a stage.
+  const int g = lane / 4, q = lane % 4;
+  const uint8_t* x_rows[kNTiles];
+  bool has_token[kNTiles];
+#pragma unroll
+  for (int j = 0; j < kNTiles; ++j) {
+    has_token[j] = 8 * j + g < num_tokens;
+    x_rows[j] = x8 + static_cast<int64_t>(has_token[j] ? 8 * j + g : 0) * k + 16 * q;
+  }
+  const uint4 zero = make_uint4(0, 0, 0, 0);
+  const int64_t first_tile = u_begin / chunks;
+
+  int s = 0;
+  uint32_t phase = 0;
+  int64_t tile = first_tile;
+  for (int64_t u = u_begin; u < u_end; ++tile) {
+    const int64_t seg_begin = u, seg_end = min64(u_end, (tile + 1) * chunks);
+    float acc[kNTiles][4] = {};
+    for (int chunk = static_cast<int>(u - tile * chunks); u < seg_end; ++u, ++chunk) {
+      const int k0 = chunk * kChunk, len = min(kChunk, k - k0);
+      const uint32_t a = stage0 + s * kStageBytes + g * kPitch + 16 * q;
+      uint4 w[kStepsPerWarp][2], x[kStepsPerWarp][kNTiles];
+#pragma unroll
+      for (int t = 0; t < kStepsPerWarp; ++t) {
+        const int offset = (warp + kConsumerWarps * t) * kStepBytes;
+        const bool inside = offset + 16 * q < len;  // K is a multiple of 16
+#pragma unroll
+        for (int j = 0; j < kNTiles; ++j) {
+          x[t][j] = inside && has_token[j] ? __ldg(reinterpret_cast<const uint4*>(x_rows[j] + k0 + offset)) : zero;
+        }
+      }
+      mbar_wait(full0 + 8 * s, phase);
+#pragma unroll
+      for (int t = 0; t < kStepsPerWarp; ++t) {
+        const int offset = (warp + kConsumerWarps * t) * kStepBytes;
+        const bool inside = offset + 16 * q < len;
+        w[t][0] = inside ? lds128(a + offset) : zero;
+        w[t][1] = inside ? lds128(a + 8 * kPitch + offset) : zero;
+      }
+      __syncwarp();
+      if (lane == 0) mbar_arrive(empty0 + 8 * s);  // this warp's reads of the stage are done
+#pragma unroll
+      for (int t = 0; t < kStepsPerWarp; ++t) {
+#pragma unroll
+        for (int j = 0; j < kNTiles; ++j) {
+          float d0[4], d1[4];
+          mma_e4m3(d0, w[t][0], w[t][1], x[t][j].x, x[t][j].y, false);
+          mma_e4m3(d1, w[t][0], w[t][1], x[t][j].z, x[t][j].w, true);
+#pragma unroll
+          for (int e = 0; e < 4; ++e) acc[j][e] += d0[e] + d1[e];
+        }
+      }
+      if (++s == stages) s = 0, phase ^= 1;
+    }
+
+    // Accumulator e of lane (g, q): row g (+8 for e >= 2), token 2q + (e & 1) of its n-tile.
+#pragma unroll
+    for (int j = 0; j < kNTiles; ++j) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) reduce[warp][g + 8 * (e / 2)][8 * j + 2 * q + (e & 1)] = acc[j][e];
+    }
+    consumer_sync();
+    const bool whole = seg_begin == tile * chunks && seg_end == (tile + 1) * chunks;
+    const int slot = tile == first_tile ? 0 : 1;
+    for (int e = threadIdx.x; e < kTileRows * kCols; e += 32 * kConsumerWarps) {
+      const int token = e / kTileRows, r = e % kTileRows;
+      const int64_t row = tile * kTileRows + r;
+      if (token >= num_tokens) continue;
+      float sum = 0.0f;
+#pragma unroll
+      for (int v = 0; v < kConsumerWarps; ++v) sum += reduce[v][r][token];
+      if (!whole) {
+        partials[(2 * c + slot) * kSlotFloats + r * 16 + token] = sum;
+      } else if (row < n) {
+        out[static_cast<int64_t>(token) * n + row] = to_out<Out>(alpha * x_scales[token] * w_scales[row] * sum);
+      }
+    }
+    if (!whole) {
+      // The tile's CTAs are part.owner(first unit) .. part.owner(last unit); the first one's counter counts
+      // them (a CTA is the first of at most one split tile: its last).
+      const int64_t first = part.owner(tile * chunks), last = part.owner((tile + 1) * chunks - 1);
+      __threadfence();
+      consumer_sync();
+      if (threadIdx.x == 0) {
+        const int arrived = atomicAdd(&counters[first], 1);
+        last_arrival = arrived == last - first;
+        if (last_arrival) counters[first] = 0;  // ready for the next kernel on this stream
+      }
+      consumer_sync();
+      if (last_arrival) {
+        __threadfence();
+        for (int e = threadIdx.x; e < kTileRows * kCols; e += 32 * kConsumerWarps) {
+          const int token = e / kTileRows, r = e % kTileRows;
+          const int64_t row = tile * kTileRows + r;
+          if (token >= num_tokens || row >= n) continue;
+          float sum = 0.0f;
+          for (int64_t cc = first; cc <= last; ++cc) {
+            const int cc_slot = tile == part.begin(cc) / chunks ? 0 : 1;
+            sum += __ldcg(&partials[(2 * cc + cc_slot) * kSlotFloats + r * 16 + token]);
+          }
+          out[static_cast<int64_t>(token) * n + row] = to_out<Out>(alpha * x_scales[token] * w_scales[row] * sum);
+        }
+      }
+    }
+    consumer_sync();  // `reduce` and `last_arrival` are free for the next tile
+  }
+}
+
+template <int kNTiles, typename Out>
+void launch(Out* out, const Fp8SmallMatmul& p, int stages, int num_sms, int ctas_per_sm, cudaStream_t stream) {
+  auto* kernel = fp8_stream_matmul_kernel<kNTiles, Out>;
+  const size_t smem = static_cast<size_t>(stages) * kSmemPerStage;
+  static const bool configured = [&] {
+    TIDE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         kFp8StreamMaxStages * kSmemPerStage));
+    return true;
+  }();
+  (void)configured;
+  const int64_t units = (p.n + kTileRows - 1) / kTileRows * ((p.k + kChunk - 1) / kChunk);
+  const auto grid = static_cast<unsigned>(std::min<int64_t>(units, int64_t{num_sms} * ctas_per_sm));
+  launch_kernel(kernel, grid, kThreads, smem, stream, out, p.x8, p.x_scales, p.w8, p.w_scales, p.alpha,
+                static_cast<int>(p.num_tokens), static_cast<int>(p.k), static_cast<int>(p.n), stages,
+                static_cast<int*>(p.split_scratch),
+                reinterpret_cast<float*>(static_cast<char*>(p.split_scratch) + kFp8SplitCountersBytes));
+}
+
+template <typename Out>
+void dispatch(Out* out, const Fp8SmallMatmul& p, int stages, int num_sms, int ctas_per_sm, cudaStream_t stream) {
+  if (p.num_tokens <= 8) {
+    launch<1>(out, p, stages, num_sms, ctas_per_sm, stream);
+  } else {
+    launch<2>(out, p, stages, num_sms, ctas_per_sm, stream);
+  }
+}
+
+}  // namespace
+
+size_t fp8_split_scratch_bytes(int num_sms) {
+  return kFp8SplitCountersBytes + static_cast<size_t>(num_sms) * kMaxCtasPerSm * 2 * kSlotFloats * sizeof(float);
+}
+
+void launch_fp8_stream_matmul(const Fp8SmallMatmul& p, int stages, int num_sms, int ctas_per_sm, cudaStream_t stream) {
+  TIDE_CHECK(stages >= 2 && stages <= kFp8StreamMaxStages && ctas_per_sm >= 1 && ctas_per_sm <= kMaxCtasPerSm);
+  TIDE_CHECK(int64_t{num_sms} * kMaxCtasPerSm * sizeof(int) <= kFp8SplitCountersBytes);
+  if (p.out_f32) {
+    dispatch(static_cast<float*>(p.out), p, stages, num_sms, ctas_per_sm, stream);
+  } else {
+    dispatch(static_cast<bf16*>(p.out), p, stages, num_sms, ctas_per_sm, stream);
+  }
+}
+
+}  // namespace tide::cuda
