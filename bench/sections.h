@@ -28,8 +28,8 @@ struct BenchOptions {
   std::vector<int64_t> prefill_lengths{2048, 8192, 32768};
   int64_t max_prefill_chunk = 8192;
   std::vector<int64_t> linear_tokens{1, 8, 16};
-  int fp8_variant = -1;
-  bool baselines = true;  // decode: also each point without PDL, without overlap and with cuBLASLt's FP8  // the FP8 small-batch matmul's shape (CudaBackend::set_fp8_small_matmul_variant)
+  int fp8_variant = -1;  // the FP8 small-batch matmul's shape (CudaBackend::set_fp8_small_matmul_variant)
+  bool baselines = true;  // decode: also each point without PDL, without overlap and with cuBLASLt's FP8
   std::vector<std::string> sections{"ceilings", "linear", "decode", "prefill", "attention", "sampling"};
 
   int timed_runs(int full, int quick_runs) const { return quick ? quick_runs : full; }

@@ -14,6 +14,7 @@
 
 #include <array>
 
+#include "backend/cuda/fp8_mma.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/launch.cuh"
 
@@ -30,27 +31,6 @@ __device__ __forceinline__ uint4 load_weight(const uint8_t* p) {
       : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
       : "l"(p));
   return v;
-}
-
-// d = a . b (m16n8k32, e4m3 inputs, f32 result) from zero.
-__device__ __forceinline__ void mma_e4m3(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
-                                         uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%10, %10, %10, %10};"
-      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "f"(0.0f));
-}
-
-template <typename Out>
-__device__ __forceinline__ Out to_out(float v);
-template <>
-__device__ __forceinline__ float to_out<float>(float v) {
-  return v;
-}
-template <>
-__device__ __forceinline__ bf16 to_out<bf16>(float v) {
-  return __float2bfloat16(v);
 }
 
 // kMTiles: 16-row weight tiles per CTA; kNTiles: 8-token tiles (T <= 8 kNTiles); kU: 64-byte steps of K in
@@ -77,13 +57,7 @@ __global__ void __launch_bounds__(kWarps * 32)
       w_rows[m][h] = w8 + static_cast<int64_t>(min(row0 + 16 * m + 8 * h + g, n - 1)) * k + 16 * q;
     }
   }
-  const uint8_t* x_rows[kNTiles];
-  bool has_token[kNTiles];
-#pragma unroll
-  for (int j = 0; j < kNTiles; ++j) {
-    has_token[j] = 8 * j + g < num_tokens;
-    x_rows[j] = x8 + static_cast<int64_t>(has_token[j] ? 8 * j + g : 0) * k + 16 * q;
-  }
+  const TokenRows<kNTiles> tokens(x8, num_tokens, k, g, q);
 
   const int steps = (k + kStepBytes - 1) / kStepBytes;
   const int per_warp = (steps + kWarps - 1) / kWarps;
@@ -109,7 +83,7 @@ __global__ void __launch_bounds__(kWarps * 32)
       }
 #pragma unroll
       for (int j = 0; j < kNTiles; ++j) {
-        x[u][j] = inside && has_token[j] ? __ldg(reinterpret_cast<const uint4*>(x_rows[j] + offset)) : zero;
+        x[u][j] = inside && tokens.has[j] ? __ldg(reinterpret_cast<const uint4*>(tokens.row[j] + offset)) : zero;
       }
     }
 #pragma unroll

@@ -22,6 +22,7 @@
 
 #include <algorithm>
 
+#include "backend/cuda/fp8_mma.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/launch.cuh"
 
@@ -99,29 +100,8 @@ __device__ __forceinline__ uint4 lds128(uint32_t addr) {
 }
 
 // Synchronizes the consumer warps only (the producer warp may have finished).
-__device__ __forceinline__ void consumer_sync() { asm volatile("bar.sync 1, %0;" ::"n"(32 * kConsumerWarps) : "memory"); }
-
-// d = a . b (m16n8k32, e4m3 inputs, f32 result) from zero.
-__device__ __forceinline__ void mma_e4m3(float (&d)[4], const uint4& lo, const uint4& hi, uint32_t b0, uint32_t b1,
-                                         bool second) {
-  const uint32_t a0 = second ? lo.z : lo.x, a1 = second ? hi.z : hi.x;
-  const uint32_t a2 = second ? lo.w : lo.y, a3 = second ? hi.w : hi.y;
-  asm volatile(
-      "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%10, %10, %10, %10};"
-      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "f"(0.0f));
-}
-
-template <typename Out>
-__device__ __forceinline__ Out to_out(float v);
-template <>
-__device__ __forceinline__ float to_out<float>(float v) {
-  return v;
-}
-template <>
-__device__ __forceinline__ bf16 to_out<bf16>(float v) {
-  return __float2bfloat16(v);
+__device__ __forceinline__ void consumer_sync() {
+  asm volatile("bar.sync 1, %0;" ::"n"(32 * kConsumerWarps) : "memory");
 }
 
 // Dynamic shared memory: `stages` weight stages, then the full and empty mbarriers of each stage.
@@ -183,13 +163,7 @@ __global__ void __launch_bounds__(kThreads, kMaxCtasPerSm)
   // Lane (g, q) of a consumer warp: as in fp8_small_matmul.cu, the 16 bytes at 16 q of rows g and g + 8 and
   // of tokens g (and g + 8 with two n-tiles) per 64-byte step; warp w takes steps w, w + 4, ... of a stage.
   const int g = lane / 4, q = lane % 4;
-  const uint8_t* x_rows[kNTiles];
-  bool has_token[kNTiles];
-#pragma unroll
-  for (int j = 0; j < kNTiles; ++j) {
-    has_token[j] = 8 * j + g < num_tokens;
-    x_rows[j] = x8 + static_cast<int64_t>(has_token[j] ? 8 * j + g : 0) * k + 16 * q;
-  }
+  const TokenRows<kNTiles> tokens(x8, num_tokens, k, g, q);
   const uint4 zero = make_uint4(0, 0, 0, 0);
   const int64_t first_tile = u_begin / chunks;
 
@@ -209,7 +183,7 @@ __global__ void __launch_bounds__(kThreads, kMaxCtasPerSm)
         const bool inside = offset + 16 * q < len;  // K is a multiple of 16
 #pragma unroll
         for (int j = 0; j < kNTiles; ++j) {
-          x[t][j] = inside && has_token[j] ? __ldg(reinterpret_cast<const uint4*>(x_rows[j] + k0 + offset)) : zero;
+          x[t][j] = inside && tokens.has[j] ? __ldg(reinterpret_cast<const uint4*>(tokens.row[j] + k0 + offset)) : zero;
         }
       }
       mbar_wait(full0 + 8 * s, phase);
@@ -227,8 +201,10 @@ __global__ void __launch_bounds__(kThreads, kMaxCtasPerSm)
 #pragma unroll
         for (int j = 0; j < kNTiles; ++j) {
           float d0[4], d1[4];
-          mma_e4m3(d0, w[t][0], w[t][1], x[t][j].x, x[t][j].y, false);
-          mma_e4m3(d1, w[t][0], w[t][1], x[t][j].z, x[t][j].w, true);
+          const uint4& lo = w[t][0];
+          const uint4& hi = w[t][1];
+          mma_e4m3(d0, lo.x, hi.x, lo.y, hi.y, x[t][j].x, x[t][j].y);
+          mma_e4m3(d1, lo.z, hi.z, lo.w, hi.w, x[t][j].z, x[t][j].w);
 #pragma unroll
           for (int e = 0; e < 4; ++e) acc[j][e] += d0[e] + d1[e];
         }
