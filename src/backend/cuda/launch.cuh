@@ -11,9 +11,10 @@
 // A kernel lets the next one be scheduled (allow_dependent_launch) only once its own wait has returned, so at
 // most one kernel sits waiting behind the running one: the next kernel's CTAs are then spread over an almost
 // idle GPU. Letting several kernels queue up resident behind a long one packs their CTAs unevenly onto the
-// SMs it leaves free, which slows a bandwidth-bound matmul more than the launch latency it hides. A matmul
-// does not allow early at all (its CTAs exit as they finish): the kernel after it would land beside its
-// CTAs in the same way.
+// SMs it leaves free, which slows a bandwidth-bound matmul more than the launch latency it hides. The
+// register-fed FP8 matmul does not allow early at all (its CTAs exit as they finish): the kernel after it
+// would land beside its CTAs in the same way. The FP8 matmul that streams weights through shared memory
+// (fp8_stream_matmul.cu) reads its weights before its wait, which no earlier kernel writes.
 #pragma once
 
 #include <cuda_runtime.h>
