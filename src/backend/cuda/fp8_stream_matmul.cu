@@ -17,7 +17,7 @@
 // tile; CTA c of G takes units [c U / G, (c + 1) U / G), so every CTA reads the same bytes whatever N and K
 // are. A row tile that one CTA covers whole is written directly. A tile split between CTAs has each of them
 // store its partial sums in a scratch slot; the last to arrive (counted atomically) adds the slots in CTA
-// order, so the result does not depend on which CTA finishes first.
+// order, so the result does not depend on which CTA finishes first (backend/stream_k.h).
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -25,6 +25,7 @@
 #include "backend/cuda/fp8_mma.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/launch.cuh"
+#include "backend/stream_k.h"
 
 namespace tide::cuda {
 namespace {
@@ -44,14 +45,6 @@ constexpr int kStepsPerWarp = kChunk / kStepBytes / kConsumerWarps;
 constexpr int kMaxCtasPerSm = 2;
 // Scratch per CTA: two slots (its first and its last row tile may be split) of 16 rows x 16 tokens.
 constexpr int kSlotFloats = kTileRows * 16;
-
-// The stream-K partition of `units` over `ctas` CTAs.
-struct Partition {
-  int64_t units, ctas;
-  __device__ int64_t begin(int64_t c) const { return c * units / ctas; }
-  // The CTA whose range holds unit u: the largest c with begin(c) <= u.
-  __device__ int64_t owner(int64_t u) const { return ((u + 1) * ctas - 1) / units; }
-};
 
 __device__ __forceinline__ int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
@@ -120,7 +113,7 @@ __global__ void __launch_bounds__(kThreads, kMaxCtasPerSm)
   const uint32_t full0 = stage0 + stages * kStageBytes, empty0 = full0 + 8 * stages;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int chunks = (k + kChunk - 1) / kChunk;
-  const Partition part{(static_cast<int64_t>(n) + kTileRows - 1) / kTileRows * chunks, gridDim.x};
+  const StreamKPartition part{(static_cast<int64_t>(n) + kTileRows - 1) / kTileRows, chunks, gridDim.x};
   const int64_t c = blockIdx.x;
   const int64_t u_begin = part.begin(c), u_end = part.begin(c + 1);
 
@@ -220,7 +213,7 @@ __global__ void __launch_bounds__(kThreads, kMaxCtasPerSm)
     }
     consumer_sync();
     const bool whole = seg_begin == tile * chunks && seg_end == (tile + 1) * chunks;
-    const int slot = tile == first_tile ? 0 : 1;
+    const int slot = part.slot(c, tile);
     for (int e = threadIdx.x; e < kTileRows * kCols; e += 32 * kConsumerWarps) {
       const int token = e / kTileRows, r = e % kTileRows;
       const int64_t row = tile * kTileRows + r;
@@ -235,9 +228,7 @@ __global__ void __launch_bounds__(kThreads, kMaxCtasPerSm)
       }
     }
     if (!whole) {
-      // The tile's CTAs are part.owner(first unit) .. part.owner(last unit); the first one's counter counts
-      // them (a CTA is the first of at most one split tile: its last).
-      const int64_t first = part.owner(tile * chunks), last = part.owner((tile + 1) * chunks - 1);
+      const int64_t first = part.first_cta(tile), last = part.last_cta(tile);
       __threadfence();
       consumer_sync();
       if (threadIdx.x == 0) {
@@ -254,8 +245,7 @@ __global__ void __launch_bounds__(kThreads, kMaxCtasPerSm)
           if (token >= num_tokens || row >= n) continue;
           float sum = 0.0f;
           for (int64_t cc = first; cc <= last; ++cc) {
-            const int cc_slot = tile == part.begin(cc) / chunks ? 0 : 1;
-            sum += __ldcg(&partials[(2 * cc + cc_slot) * kSlotFloats + r * 16 + token]);
+            sum += __ldcg(&partials[(2 * cc + part.slot(cc, tile)) * kSlotFloats + r * 16 + token]);
           }
           out[static_cast<int64_t>(token) * n + row] = to_out<Out>(alpha * x_scales[token] * w_scales[row] * sum);
         }
