@@ -39,7 +39,12 @@ void check(const StreamKPartition& p) {
     ASSERT_TRUE(counters.insert(p.first_cta(tile)).second) << "two split tiles count on CTA " << p.first_cta(tile);
     for (const int64_t c : ctas) {
       const int slot = p.slot(c, tile);
-      ASSERT_EQ(slot, tile == p.begin(c) / p.chunks ? 0 : 1);
+      // Slot 0 is for the lowest-numbered tile the CTA touches, found here from the units it owns.
+      int64_t lowest_tile = p.tiles;
+      for (int64_t u = 0; u < units; ++u) {
+        if (owner_of[static_cast<size_t>(u)] == c) lowest_tile = std::min(lowest_tile, u / p.chunks);
+      }
+      ASSERT_EQ(slot, tile == lowest_tile ? 0 : 1) << "CTA " << c << " tile " << tile;
       const auto [it, fresh] = slot_tile.emplace(std::make_pair(c, slot), tile);
       ASSERT_TRUE(fresh) << "CTA " << c << " keeps tiles " << it->second << " and " << tile << " in slot " << slot;
     }
