@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "../test_util.h"
@@ -165,11 +166,17 @@ TEST_F(CudaFp8, SmallBatchMatmulEveryElement) {
 
 // Shapes whose work the shared-memory streaming kernel (fp8_stream_matmul.cu) splits unevenly over its CTAs:
 // row tiles one CTA covers whole, tiles split between two or three CTAs (summed by the last to arrive), and
-// 1024-byte K chunks with a short tail. Each twice, so split tiles also meet counters a kernel left at zero.
+// 1024-byte K chunks with a short tail: K a multiple of 16 only (bulk copies of rows), and of 64 (tensor-map
+// copies, whose boxes reach past the last row and the last step). Each twice, so split tiles also meet
+// counters a kernel left at zero.
 TEST_F(CudaFp8, SmallBatchMatmulSplitTilesEveryElement) {
   const int num_variants = gpu_->set_fp8_small_matmul_variant(-1);
+  // Hopper's driver encodes tensor maps: the tensor-map variants below must not fall back to row copies.
+  EXPECT_STRNE(CudaBackend::fp8_tensor_map_feed(), "none");
+  std::printf("[ fp8      ] streaming matmul's tensor-map copies: %s\n", CudaBackend::fp8_tensor_map_feed());
   for (const int64_t t : {1, 9, 16}) {
-    for (const EveryElementCase& c : {EveryElementCase(t, 1040, 4000), EveryElementCase(t, 3088, 1000)}) {
+    for (const EveryElementCase& c : {EveryElementCase(t, 1040, 4000), EveryElementCase(t, 3088, 1000),
+                                      EveryElementCase(t, 1088, 4004), EveryElementCase(t, 3136, 1000)}) {
       for (int variant = -1; variant < num_variants; ++variant) {
         gpu_->set_fp8_small_matmul_variant(variant);
         for (int run = 0; run < 2; ++run) c.check(*gpu_, "variant " + std::to_string(variant));
@@ -252,21 +259,33 @@ TEST_F(CudaFp8Fused, ResidualLayerNormFp8) {
   expect_close(fused, test::to_f32(cpu_, ref), rows, hidden);
 }
 
+// Few tokens spread each row over several CTAs (one per 2048 elements) that exchange their maxima; more
+// tokens, one CTA per row. Rows of R7B's and Command-A's MLP, a row with a short last CTA, and one without
+// 16-byte accesses; each shape twice, so the CTAs' counters are reused.
 TEST_F(CudaFp8Fused, SiluMulFp8) {
-  const int64_t rows = 4, inter = 14336;
-  const auto gate_up = both(cpu_, *gpu_, test::random_bf16_values(static_cast<size_t>(rows * 2 * inter), 9, 2.0f),
-                            Shape{rows, 2 * inter});
-  Tensor q = gpu_->alloc(DType::kF8E4M3, Shape{rows, inter}), s = gpu_->alloc(DType::kF32, Shape{rows});
-  Tensor q2 = gpu_->alloc(DType::kF8E4M3, Shape{rows, inter}), s2 = gpu_->alloc(DType::kF32, Shape{rows});
-  Tensor scratch = gpu_->alloc(DType::kBF16, Shape{rows, inter});
-  gpu_->silu_mul_fp8(q, s, gate_up.gpu, scratch);
-  gpu_->Backend::silu_mul_fp8(q2, s2, gate_up.gpu, scratch);
-  const Codes fused = get(*gpu_, q, s), unfused = get(*gpu_, q2, s2);
-  EXPECT_EQ(fused.scales, unfused.scales);
-  EXPECT_EQ(fused.codes, unfused.codes);
-  Tensor ref = cpu_.alloc(DType::kF32, Shape{rows, inter});
-  cpu_.silu_mul(ref, gate_up.cpu);
-  expect_close(fused, test::to_f32(cpu_, ref), rows, inter);
+  const std::pair<int64_t, int64_t> shapes[] = {{1, 14336}, {4, 14336}, {16, 14336}, {17, 14336}, {3, 36864},
+                                                {16, 36864}, {2, 1000}, {5, 3001}};
+  for (const auto& [rows, inter] : shapes) {
+    const auto gate_up =
+        both(cpu_, *gpu_, test::random_bf16_values(static_cast<size_t>(rows * 2 * inter), 9, 2.0f),
+             Shape{rows, 2 * inter});
+    Tensor q = gpu_->alloc(DType::kF8E4M3, Shape{rows, inter}), s = gpu_->alloc(DType::kF32, Shape{rows});
+    Tensor q2 = gpu_->alloc(DType::kF8E4M3, Shape{rows, inter}), s2 = gpu_->alloc(DType::kF32, Shape{rows});
+    Tensor scratch = gpu_->alloc(DType::kBF16, Shape{rows, inter});
+    const std::string what = std::to_string(rows) + " x " + std::to_string(inter);
+    for (int run = 0; run < 2; ++run) {
+      gpu_->silu_mul_fp8(q, s, gate_up.gpu, scratch);
+      gpu_->Backend::silu_mul_fp8(q2, s2, gate_up.gpu, scratch);
+      const Codes fused = get(*gpu_, q, s), unfused = get(*gpu_, q2, s2);
+      EXPECT_EQ(fused.scales, unfused.scales) << what;
+      EXPECT_EQ(fused.codes, unfused.codes) << what;
+      if (run == 0) {
+        Tensor ref = cpu_.alloc(DType::kF32, Shape{rows, inter});
+        cpu_.silu_mul(ref, gate_up.cpu);
+        expect_close(fused, test::to_f32(cpu_, ref), rows, inter);
+      }
+    }
+  }
 }
 
 class CudaFp8Model : public ::testing::TestWithParam<std::string> {

@@ -80,7 +80,7 @@ fi
 echo "--- tide serve"
 cat "$out/serve.log"
 echo "--- GPU tests"
-grep -E '^\[ (bf16|kv) ' "$out/gpu_tests.log"
+grep -E '^\[ (bf16|kv|fp8) ' "$out/gpu_tests.log"
 grep -E '^\[  FAILED  \]|^\[  SKIPPED \]' "$out/gpu_tests.log" | sort -u
 grep -E 'tests? ran|^\[  PASSED  \]' "$out/gpu_tests.log"
 [[ $status -eq 0 ]] && echo "check.sh: all GPU tests and the generate run passed" || echo "check.sh: FAILED (logs in $out)"

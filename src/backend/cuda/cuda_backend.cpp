@@ -391,6 +391,13 @@ void CudaBackend::residual_layer_norm_fp8(Tensor h, const Tensor& a, const Tenso
 void CudaBackend::silu_mul_fp8(Tensor out8, Tensor scales, const Tensor& gate_up, Tensor /*scratch*/) {
   TIDE_CHECK(gate_up.dim(1) == 2 * out8.dim(1) && gate_up.dim(0) == out8.dim(0) && scales.numel() == out8.dim(0));
   check_row(out8.dim(1), "silu_mul_fp8");
+  if (cuda::silu_mul_fp8_split_parts(out8.dim(0), out8.dim(1)) > 0) {
+    cuda::launch_silu_mul_fp8_split(
+        typed<uint8_t>(out8, DType::kF8E4M3, "silu_mul_fp8 output"),
+        typed<float>(scales, DType::kF32, "silu_mul_fp8 scales"), bf(gate_up, "gate_up"), out8.dim(0), out8.dim(1),
+        reinterpret_cast<uint32_t*>(static_cast<char*>(split_scratch_) + cuda::kSwigluSplitSyncOffset), stream_);
+    return;
+  }
   cuda::launch_silu_mul_fp8(typed<uint8_t>(out8, DType::kF8E4M3, "silu_mul_fp8 output"),
                             typed<float>(scales, DType::kF32, "silu_mul_fp8 scales"), bf(gate_up, "gate_up"),
                             out8.dim(0), out8.dim(1), stream_);

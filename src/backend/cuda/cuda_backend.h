@@ -94,6 +94,8 @@ class CudaBackend final : public Backend {
   // the default; -2: the register-fed kernel for every matrix, its shape chosen per matrix; kernels.h,
   // Fp8SmallMatmul::variant). Returns how many variants there are.
   int set_fp8_small_matmul_variant(int variant);
+  // How the streaming FP8 kernel's tensor-map variants copy weights on this driver (kernels.h).
+  static const char* fp8_tensor_map_feed();
   // Programmatic dependent launch of tide's kernels (launch.cuh): on by default; off for benchmarks that
   // measure what it saves. Process-wide (the launchers see only a stream).
   static void set_programmatic_launch(bool on);

@@ -95,6 +95,8 @@ int CudaBackend::set_fp8_small_matmul_variant(int variant) {
   return cuda::fp8_small_matmul_num_variants();
 }
 
+const char* CudaBackend::fp8_tensor_map_feed() { return cuda::fp8_stream_tensor_feed(); }
+
 // out: [T, N], x: [T, K], w: [N, K]
 void CudaBackend::matmul(Tensor out, const Tensor& x, const Tensor& w, float alpha) {
   const int64_t t = x.dim(0), k = x.dim(1), n = w.dim(0);

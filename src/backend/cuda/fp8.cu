@@ -44,6 +44,75 @@ __global__ void __launch_bounds__(kThreads)
 
 bool aligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
+__device__ __forceinline__ uint32_t load_acquire(const uint32_t* p) {
+  uint32_t v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+// Waits until all `parts` CTAs of this token arrived: a count, back to zero once all arrived, and a
+// generation word the last one advances. No CTA lets the next kernel launch (launch.cuh) before passing
+// here, so the CTAs still to be scheduled never wait behind a kernel that waits on this one; the other
+// stream's kernels finish on their own.
+__device__ void token_barrier(uint32_t* count, uint32_t* generation, uint32_t parts) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const uint32_t seen = load_acquire(generation);
+    __threadfence();
+    if (atomicAdd(count, 1u) == parts - 1) {
+      atomicExch(count, 0u);
+      __threadfence();
+      atomicAdd(generation, 1u);
+    } else {
+      while (load_acquire(generation) == seen) __nanosleep(32);
+    }
+    __threadfence();
+  }
+  __syncthreads();
+}
+
+// silu_mul_fp8 for few tokens: CTA (p, t) takes 8 kThreads elements of token t's row, so the row's
+// activation and codes are computed on `gridDim.x` SMs instead of one; the CTAs of a token exchange their
+// largest magnitudes through `sync` (kernels.h, kSwigluSplitSyncOffset) and then quantize with the row's
+// scale: the same bits as silu_mul_fp8_kernel (a maximum does not depend on the order it is taken in).
+template <int kThreads>
+__global__ void __launch_bounds__(kThreads)
+    silu_mul_fp8_split_kernel(uint8_t* __restrict__ out, float* __restrict__ scales,
+                              const bf16* __restrict__ gate_up, int64_t inter, bool vec, uint32_t* sync) {
+  using Tile = RowTile<kThreads, 1>;
+  __shared__ float shared[kThreads / 32];
+  __shared__ float row_scale;
+  const uint32_t parts = gridDim.x, part = blockIdx.x, token = blockIdx.y;
+  const int64_t first = static_cast<int64_t>(part) * kThreads * 8;
+  const bf16* gate = gate_up + static_cast<int64_t>(token) * 2 * inter;
+  grid_dependency_wait();
+  // This CTA's slice as a one-chunk tile: thread t holds elements first + 8 t .. first + 8 t + 7.
+  const int64_t left = inter - first;
+  Tile g, u;
+  g.load(gate + first, left, vec);
+  u.load(gate + inter + first, left, vec);
+#pragma unroll
+  for (int j = 0; j < 8; ++j) g.set(0, j, silu_mul_value(g.at(0, j), u.at(0, j)));
+  float amax = 0.0f;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) amax = fmaxf(amax, fabsf(g.at(0, j)));  // elements past the row are 0
+  amax = block_max<kThreads>(amax, shared);
+  float* partials = reinterpret_cast<float*>(sync + kSwigluSplitSyncWords);
+  if (threadIdx.x == 0) partials[token * parts + part] = amax;
+  token_barrier(sync + 2 * token, sync + 2 * token + 1, parts);
+  allow_dependent_launch();
+  if (threadIdx.x < 32) {
+    float m = 0.0f;
+    for (uint32_t i = threadIdx.x; i < parts; i += 32) m = fmaxf(m, __ldcg(&partials[token * parts + i]));
+    for (int o = 16; o > 0; o /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+    if (threadIdx.x == 0) row_scale = fp8::scale_for_amax(m);
+  }
+  __syncthreads();
+  if (part == 0 && threadIdx.x == 0) scales[token] = row_scale;
+  // The tile's own quantization, with the row's scale in place of the tile's maximum.
+  quantize_tile_with_scale(g, out + static_cast<int64_t>(token) * inter + first, row_scale, left, vec);
+}
+
 }  // namespace
 
 void launch_quantize_fp8(uint8_t* out, float* scales, const bf16* x, int64_t rows, int64_t cols, cudaStream_t stream) {
@@ -53,6 +122,25 @@ void launch_quantize_fp8(uint8_t* out, float* scales, const bf16* x, int64_t row
     launch_kernel(quantize_fp8_kernel<threads.value, chunks.value>, static_cast<unsigned>(rows), threads.value, 0,
                   stream, out, scales, x, cols, vec);
   });
+}
+
+int silu_mul_fp8_split_parts(int64_t num_tokens, int64_t inter) {
+  const int64_t parts = (inter + kSwigluSplitElements - 1) / kSwigluSplitElements;
+  // At most 32 CTAs per token (Command-A's MLP takes 18), all of the grid on the GPU at once.
+  return num_tokens >= 1 && num_tokens <= kSwigluSplitMaxTokens && parts <= 32 &&
+                 num_tokens * parts <= kSwigluSplitMaxPartials
+             ? static_cast<int>(parts)
+             : 0;
+}
+
+void launch_silu_mul_fp8_split(uint8_t* out8, float* scales, const bf16* gate_up, int64_t num_tokens, int64_t inter,
+                               uint32_t* sync, cudaStream_t stream) {
+  const int parts = silu_mul_fp8_split_parts(num_tokens, inter);
+  TIDE_CHECK(parts > 0);
+  const bool vec = inter % 8 == 0 && aligned(out8) && aligned(gate_up);
+  launch_kernel(silu_mul_fp8_split_kernel<kSwigluSplitElements / 8>,
+                dim3(static_cast<unsigned>(parts), static_cast<unsigned>(num_tokens)), kSwigluSplitElements / 8, 0,
+                stream, out8, scales, gate_up, inter, vec, sync);
 }
 
 void launch_silu_mul_fp8(uint8_t* out8, float* scales, const bf16* gate_up, int64_t num_tokens, int64_t inter,

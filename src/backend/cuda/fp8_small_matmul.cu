@@ -210,22 +210,30 @@ void dispatch(Out* out, const Fp8SmallMatmul& p, int num_sms, cudaStream_t strea
 }
 
 // Shapes of the kernel that streams the weights through shared memory (fp8_stream_matmul.cu), numbered after
-// the register-fed ones: stages in flight per CTA, CTAs per SM.
+// the register-fed ones: tensor-map copies or one bulk copy per row, stages in flight per CTA, CTAs per SM.
 struct StreamVariant {
+  bool tensor_map;
   int stages, ctas_per_sm;
 };
-constexpr StreamVariant kStreamVariants[] = {{4, 2}, {3, 2}, {8, 1}};
+constexpr StreamVariant kStreamVariants[] = {{false, 4, 2}, {false, 3, 2}, {false, 8, 1},
+                                             {true, 4, 2},  {true, 6, 2},  {true, 8, 1}};
 constexpr int kNumStreamVariants = sizeof(kStreamVariants) / sizeof(kStreamVariants[0]);
 
-// The streaming kernel for matrices with K > N (the MLP's down projection), the register-fed one for the rest.
-// In the decode step down runs beside the attention chain (attention, split merge, quantization, o): the
-// register-fed kernel's single wave of 124-register CTAs leaves those kernels no room until it drains, while
-// the streaming kernel's CTAs (two per SM, K split evenly) leave room, and its producers copy down's first
-// stages while the SwiGLU kernel before it runs. R7B FP8 decode on the H200 (1K and 8K contexts): 2-3%
-// faster at batch 1, 3.5-5% at 4 and 8, the same at 16. With it for o as well, or for every matrix but
-// gate_up, the step was slower up to batch 8 (alone it reads a matrix at 1.6-3.5 TB/s, the register-fed
-// kernel at 1.9-3.8).
-constexpr int kLongKStreamVariant = 0;
+// Where the dispatch (variant -1) takes the streaming kernel, with tensor-map copies, 4 stages, 2 CTAs per SM:
+// matrices with K > N (the MLP's down projection: R7B [4096, 14336], Command-A [12288, 36864]) at any batch,
+// and wide ones (N > 2K: gate_up) above 8 tokens; the register-fed kernel for the rest. In the decode step
+// down runs beside the attention chain (attention, split merge, quantization, o): the register-fed kernel's
+// single wave of 124-register CTAs leaves those kernels no room until it drains, while the streaming
+// kernel's CTAs (two per SM, K split evenly) leave room, and its producers copy down's first stages while
+// the SwiGLU kernel before it runs. R7B FP8 decode on the H200, step ms: down streamed with row copies
+// instead of the register-fed kernel 2-3% faster at batch 1, 3.5-5% at 4 and 8 (session 8); tensor-map
+// copies instead of row copies 2.939 against 2.954-2.957 at batch 1 and 4.192 against 4.256-4.276 at batch
+// 8 (1K context); gate_up streamed at 12 and 16 tokens 4.94-4.96 against 5.17 and 5.23-5.26 against 5.55
+// (8K context: 7.93-7.97 against 8.37), but slower at 8 tokens (4.04 against 3.94) and at 1 (3.19 against
+// 2.85). qkv and o streamed too were slower at every batch up to 8 (alone the streaming kernel reads a
+// matrix at 1.5-3.5 TB/s, the register-fed one at 2.4-3.8).
+constexpr int kLongKStreamVariant = 3;
+constexpr int kWideStreamVariant = 3;
 
 }  // namespace
 
@@ -238,10 +246,14 @@ bool fp8_small_matmul_supports(int64_t num_tokens, int64_t k, int64_t n) {
 
 void launch_fp8_small_matmul(const Fp8SmallMatmul& p, int num_sms, cudaStream_t stream) {
   int variant = p.variant;
-  if (variant == -1 && p.k > p.n) variant = kNumVariants + kLongKStreamVariant;
+  if (variant == -1 && p.k > p.n) {
+    variant = kNumVariants + kLongKStreamVariant;
+  } else if (variant == -1 && p.num_tokens > 8 && p.n > 2 * p.k) {
+    variant = kNumVariants + kWideStreamVariant;
+  }
   if (variant >= kNumVariants && variant < kNumVariants + kNumStreamVariants) {
     const StreamVariant& v = kStreamVariants[variant - kNumVariants];
-    launch_fp8_stream_matmul(p, v.stages, num_sms, v.ctas_per_sm, stream);
+    launch_fp8_stream_matmul(p, v.tensor_map, v.stages, num_sms, v.ctas_per_sm, stream);
   } else if (p.out_f32) {
     dispatch(static_cast<float*>(p.out), p, num_sms, stream);
   } else {

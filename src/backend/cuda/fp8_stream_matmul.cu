@@ -19,6 +19,7 @@
 // store its partial sums in a scratch slot; the last to arrive (counted atomically) adds the slots in CTA
 // order, so the result does not depend on which CTA finishes first (backend/stream_k.h).
 #include <cuda_bf16.h>
+#include <cudaTypedefs.h>
 
 #include <algorithm>
 
@@ -34,17 +35,32 @@ constexpr int kConsumerWarps = 4;
 constexpr int kThreads = 32 * (kConsumerWarps + 1);
 constexpr int kTileRows = 16;
 constexpr int kStepBytes = 64;  // K per pair of m16n8k32 products
-
-// A stage: 16 weight rows of kChunk bytes of K (one bulk copy each). Row pitch in shared memory: a quarter
-// warp reads 64 bytes of two adjacent rows, which then fall in different halves of the 32 banks.
-constexpr int kChunk = 1024;
-constexpr int kPitch = kChunk + 64;
-constexpr int kStageBytes = kTileRows * kPitch;
-constexpr int kSmemPerStage = kStageBytes + 16;  // and the stage's two mbarriers
+constexpr int kChunk = 1024;    // K per stage
 constexpr int kStepsPerWarp = kChunk / kStepBytes / kConsumerWarps;
 constexpr int kMaxCtasPerSm = 2;
 // Scratch per CTA: two slots (its first and its last row tile may be split) of 16 rows x 16 tokens.
 constexpr int kSlotFloats = kTileRows * 16;
+
+// How a stage (16 weight rows x kChunk bytes of K) is copied and laid out in shared memory: byte b of 64-byte
+// step s of row r sits at r * row_stride + s * step_stride + b. A quarter warp reads 64 bytes of two adjacent
+// rows (fp8_mma.cuh's lanes), conflict-free when those fall in different halves of the 32 banks.
+//  - kRows: one bulk copy per row (16 per stage), rows padded to 1088 bytes.
+//  - kTensorStepMajor: one tensor-map copy per stage into [step][row][64 bytes] (conflict-free, the map's
+//    strides out of order: rows K bytes apart, steps 64).
+//  - kTensorRowMajor: the same copy into [row][step][64 bytes] (the map's strides in order; two rows of a
+//    quarter warp share their banks), for a driver that refuses the first map.
+enum class Feed { kRows, kTensorStepMajor, kTensorRowMajor };
+
+struct StageLayout {
+  int row_stride, step_stride, bytes;
+};
+constexpr StageLayout layout_of(Feed f) {
+  return f == Feed::kRows              ? StageLayout{kChunk + 64, kStepBytes, kTileRows * (kChunk + 64)}
+         : f == Feed::kTensorStepMajor ? StageLayout{kStepBytes, kTileRows * kStepBytes, kTileRows * kChunk}
+                                       : StageLayout{kChunk, kStepBytes, kTileRows * kChunk};
+}
+// Dynamic shared memory: the stages (from a 128-byte boundary), then each stage's full and empty mbarriers.
+constexpr size_t smem_bytes(Feed f, int stages) { return 128 + static_cast<size_t>(stages) * (layout_of(f).bytes + 16); }
 
 __device__ __forceinline__ int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
@@ -86,6 +102,17 @@ __device__ __forceinline__ void bulk_copy(uint32_t dst, const void* src, int byt
       : "memory");
 }
 
+// Copies the box of tensor map `map` at coordinates {0, c1, c2} to shared memory, counted on mbarrier `bar`
+// (the full box's bytes, zeros where it reaches past the tensor).
+__device__ __forceinline__ void tensor_copy(uint32_t dst, const CUtensorMap* map, int c1, int c2, uint32_t bar,
+                                            uint64_t policy) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
+      " [%0], [%1, {%2, %3, %4}], [%5], %6;" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(0), "r"(c1), "r"(c2), "r"(bar), "l"(policy)
+      : "memory");
+}
+
 __device__ __forceinline__ uint4 lds128(uint32_t addr) {
   uint4 v;
   asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr));
@@ -97,20 +124,22 @@ __device__ __forceinline__ void consumer_sync() {
   asm volatile("bar.sync 1, %0;" ::"n"(32 * kConsumerWarps) : "memory");
 }
 
-// Dynamic shared memory: `stages` weight stages, then the full and empty mbarriers of each stage.
-template <int kNTiles, typename Out>
+// `map` (the weights as a 3D tensor: 64 bytes, then rows and 64-byte steps in the feed's order) is read by
+// the tensor feeds only.
+template <int kNTiles, typename Out, Feed kFeed>
 __global__ void __launch_bounds__(kThreads, kMaxCtasPerSm)
     fp8_stream_matmul_kernel(Out* __restrict__ out, const uint8_t* __restrict__ x8, const float* __restrict__ x_scales,
                              const uint8_t* __restrict__ w8, const float* __restrict__ w_scales, float alpha,
                              int num_tokens, int k, int n, int stages, int* __restrict__ counters,
-                             float* __restrict__ partials) {
+                             float* __restrict__ partials, const __grid_constant__ CUtensorMap map) {
   constexpr int kCols = 8 * kNTiles;
+  constexpr StageLayout kLayout = layout_of(kFeed);
   extern __shared__ __align__(128) uint8_t smem[];
   __shared__ float reduce[kConsumerWarps][kTileRows][kCols];
   __shared__ int last_arrival;
 
-  const uint32_t stage0 = smem_addr(smem);
-  const uint32_t full0 = stage0 + stages * kStageBytes, empty0 = full0 + 8 * stages;
+  const uint32_t stage0 = (smem_addr(smem) + 127) & ~127u;
+  const uint32_t full0 = stage0 + stages * kLayout.bytes, empty0 = full0 + 8 * stages;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int chunks = (k + kChunk - 1) / kChunk;
   const StreamKPartition part{(static_cast<int64_t>(n) + kTileRows - 1) / kTileRows, chunks, gridDim.x};
@@ -127,9 +156,10 @@ __global__ void __launch_bounds__(kThreads, kMaxCtasPerSm)
   __syncthreads();
 
   if (warp == kConsumerWarps) {
-    // The producer: lane r copies row r of each unit's tile. It reads only weights, so it does not wait for
-    // the kernel before (the consumers do, before reading x8).
-    if (lane >= kTileRows) return;
+    // The producer: lane r copies row r of each unit's tile, or lane 0 the whole tile with the tensor map. It
+    // reads only weights, so it does not wait for the kernel before (the consumers do, before reading x8).
+    constexpr bool kTensor = kFeed != Feed::kRows;
+    if (lane >= (kTensor ? 1 : kTileRows)) return;
     uint64_t policy;
     asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
     // No divisions in the loops (64-bit ones cost hundreds of cycles): stage, phase, tile and chunk advance.
@@ -138,12 +168,23 @@ __global__ void __launch_bounds__(kThreads, kMaxCtasPerSm)
     int64_t tile = u_begin / chunks;
     for (int64_t u = u_begin; u < u_end; ++u) {
       if (u - u_begin >= stages) mbar_wait(empty0 + 8 * s, phase ^ 1);  // the consumers' previous round
-      const int k0 = chunk * kChunk, len = min(kChunk, k - k0);
-      if (lane == 0) mbar_arrive_expect_tx(full0 + 8 * s, kTileRows * len);
-      __syncwarp(0xffff);
-      // Rows past n copy the last row (their sums are never written).
-      const int64_t row = min64(tile * kTileRows + lane, n - 1);
-      bulk_copy(stage0 + s * kStageBytes + lane * kPitch, w8 + row * k + k0, len, full0 + 8 * s, policy);
+      const uint32_t dst = stage0 + s * kLayout.bytes, full = full0 + 8 * s;
+      if constexpr (kTensor) {
+        mbar_arrive_expect_tx(full, kLayout.bytes);
+        const int row = static_cast<int>(tile) * kTileRows, step = chunk * (kChunk / kStepBytes);
+        if constexpr (kFeed == Feed::kTensorStepMajor) {
+          tensor_copy(dst, &map, row, step, full, policy);
+        } else {
+          tensor_copy(dst, &map, step, row, full, policy);
+        }
+      } else {
+        const int k0 = chunk * kChunk, len = min(kChunk, k - k0);
+        if (lane == 0) mbar_arrive_expect_tx(full, kTileRows * len);
+        __syncwarp(0xffff);
+        // Rows past n copy the last row (their sums are never written).
+        const int64_t row = min64(tile * kTileRows + lane, n - 1);
+        bulk_copy(dst + lane * kLayout.row_stride, w8 + row * k + k0, len, full, policy);
+      }
       if (++chunk == chunks) chunk = 0, ++tile;
       if (++s == stages) s = 0, phase ^= 1;
     }
@@ -160,6 +201,7 @@ __global__ void __launch_bounds__(kThreads, kMaxCtasPerSm)
   const uint4 zero = make_uint4(0, 0, 0, 0);
   const int64_t first_tile = u_begin / chunks;
 
+
   int s = 0;
   uint32_t phase = 0;
   int64_t tile = first_tile;
@@ -168,7 +210,7 @@ __global__ void __launch_bounds__(kThreads, kMaxCtasPerSm)
     float acc[kNTiles][4] = {};
     for (int chunk = static_cast<int>(u - tile * chunks); u < seg_end; ++u, ++chunk) {
       const int k0 = chunk * kChunk, len = min(kChunk, k - k0);
-      const uint32_t a = stage0 + s * kStageBytes + g * kPitch + 16 * q;
+      const uint32_t a = stage0 + s * kLayout.bytes + g * kLayout.row_stride + 16 * q;
       uint4 w[kStepsPerWarp][2], x[kStepsPerWarp][kNTiles];
 #pragma unroll
       for (int t = 0; t < kStepsPerWarp; ++t) {
@@ -182,10 +224,11 @@ __global__ void __launch_bounds__(kThreads, kMaxCtasPerSm)
       mbar_wait(full0 + 8 * s, phase);
 #pragma unroll
       for (int t = 0; t < kStepsPerWarp; ++t) {
-        const int offset = (warp + kConsumerWarps * t) * kStepBytes;
-        const bool inside = offset + 16 * q < len;
-        w[t][0] = inside ? lds128(a + offset) : zero;
-        w[t][1] = inside ? lds128(a + 8 * kPitch + offset) : zero;
+        const int step = warp + kConsumerWarps * t;
+        const bool inside = step * kStepBytes + 16 * q < len;
+        const uint32_t at = a + step * kLayout.step_stride;
+        w[t][0] = inside ? lds128(at) : zero;
+        w[t][1] = inside ? lds128(at + 8 * kLayout.row_stride) : zero;
       }
       __syncwarp();
       if (lane == 0) mbar_arrive(empty0 + 8 * s);  // this warp's reads of the stage are done
@@ -255,46 +298,122 @@ __global__ void __launch_bounds__(kThreads, kMaxCtasPerSm)
   }
 }
 
-template <int kNTiles, typename Out>
-void launch(Out* out, const Fp8SmallMatmul& p, int stages, int num_sms, int ctas_per_sm, cudaStream_t stream) {
-  auto* kernel = fp8_stream_matmul_kernel<kNTiles, Out>;
-  const size_t smem = static_cast<size_t>(stages) * kSmemPerStage;
+// cuTensorMapEncodeTiled from the driver (through the runtime, so tide does not link libcuda), or null.
+PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
+  static const auto encode = [] {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &found) !=
+            cudaSuccess ||
+        found != cudaDriverEntryPointSuccess) {
+      (void)cudaGetLastError();
+      fn = nullptr;
+    }
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
+  }();
+  return encode;
+}
+
+// The weights [n, k] as the 3D tensor a tensor feed copies boxes of 64 bytes x 16 rows x 16 steps from.
+bool encode_weights(CUtensorMap* map, Feed feed, const uint8_t* w8, int64_t n, int64_t k) {
+  const auto encode = tensor_map_encoder();
+  if (encode == nullptr) return false;
+  const bool step_major = feed == Feed::kTensorStepMajor;
+  const auto rows = static_cast<cuuint64_t>(n), steps = static_cast<cuuint64_t>(k / kStepBytes);
+  const cuuint64_t dims[3] = {kStepBytes, step_major ? rows : steps, step_major ? steps : rows};
+  const cuuint64_t strides[2] = {static_cast<cuuint64_t>(step_major ? k : kStepBytes),
+                                 static_cast<cuuint64_t>(step_major ? kStepBytes : k)};
+  const cuuint32_t box[3] = {kStepBytes, kTileRows, kChunk / kStepBytes};
+  const cuuint32_t element_strides[3] = {1, 1, 1};
+  return encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 3, const_cast<uint8_t*>(w8), dims, strides, box, element_strides,
+                CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+// The tensor feed this driver takes (the step-major map if it accepts strides out of order), asked once with
+// a made-up aligned address (encoding only describes memory, it does not touch it); kRows if neither.
+Feed tensor_feed() {
+  static const Feed feed = [] {
+    CUtensorMap map{};
+    const auto* probe = reinterpret_cast<const uint8_t*>(uintptr_t{1} << 24);
+    for (const Feed f : {Feed::kTensorStepMajor, Feed::kTensorRowMajor}) {
+      if (encode_weights(&map, f, probe, 4 * kTileRows, 4 * kChunk)) return f;
+    }
+    return Feed::kRows;
+  }();
+  return feed;
+}
+
+template <int kNTiles, typename Out, Feed kFeed>
+void launch(Out* out, const Fp8SmallMatmul& p, const CUtensorMap& map, int stages, int num_sms, int ctas_per_sm,
+            cudaStream_t stream) {
+  auto* kernel = fp8_stream_matmul_kernel<kNTiles, Out, kFeed>;
   static const bool configured = [&] {
     TIDE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         kFp8StreamMaxStages * kSmemPerStage));
+                                         static_cast<int>(smem_bytes(kFeed, kFp8StreamMaxStages))));
     return true;
   }();
   (void)configured;
   const int64_t units = (p.n + kTileRows - 1) / kTileRows * ((p.k + kChunk - 1) / kChunk);
   const auto grid = static_cast<unsigned>(std::min<int64_t>(units, int64_t{num_sms} * ctas_per_sm));
-  launch_kernel(kernel, grid, kThreads, smem, stream, out, p.x8, p.x_scales, p.w8, p.w_scales, p.alpha,
-                static_cast<int>(p.num_tokens), static_cast<int>(p.k), static_cast<int>(p.n), stages,
+  launch_kernel(kernel, grid, kThreads, smem_bytes(kFeed, stages), stream, out, p.x8, p.x_scales, p.w8, p.w_scales,
+                p.alpha, static_cast<int>(p.num_tokens), static_cast<int>(p.k), static_cast<int>(p.n), stages,
                 static_cast<int*>(p.split_scratch),
-                reinterpret_cast<float*>(static_cast<char*>(p.split_scratch) + kFp8SplitCountersBytes));
+                reinterpret_cast<float*>(static_cast<char*>(p.split_scratch) + kFp8SplitCountersBytes), map);
+}
+
+template <typename Out, Feed kFeed>
+void dispatch(Out* out, const Fp8SmallMatmul& p, const CUtensorMap& map, int stages, int num_sms, int ctas_per_sm,
+              cudaStream_t stream) {
+  if (p.num_tokens <= 8) {
+    launch<1, Out, kFeed>(out, p, map, stages, num_sms, ctas_per_sm, stream);
+  } else {
+    launch<2, Out, kFeed>(out, p, map, stages, num_sms, ctas_per_sm, stream);
+  }
 }
 
 template <typename Out>
-void dispatch(Out* out, const Fp8SmallMatmul& p, int stages, int num_sms, int ctas_per_sm, cudaStream_t stream) {
-  if (p.num_tokens <= 8) {
-    launch<1>(out, p, stages, num_sms, ctas_per_sm, stream);
-  } else {
-    launch<2>(out, p, stages, num_sms, ctas_per_sm, stream);
+void dispatch(Out* out, const Fp8SmallMatmul& p, bool tensor_map, int stages, int num_sms, int ctas_per_sm,
+              cudaStream_t stream) {
+  CUtensorMap map{};
+  // A tensor feed needs whole 64-byte steps and a 16-byte aligned matrix.
+  const Feed feed = tensor_map && p.k % kStepBytes == 0 && reinterpret_cast<uintptr_t>(p.w8) % 16 == 0 &&
+                            encode_weights(&map, tensor_feed(), p.w8, p.n, p.k)
+                        ? tensor_feed()
+                        : Feed::kRows;
+  switch (feed) {
+    case Feed::kTensorStepMajor:
+      return dispatch<Out, Feed::kTensorStepMajor>(out, p, map, stages, num_sms, ctas_per_sm, stream);
+    case Feed::kTensorRowMajor:
+      return dispatch<Out, Feed::kTensorRowMajor>(out, p, map, stages, num_sms, ctas_per_sm, stream);
+    case Feed::kRows:
+      return dispatch<Out, Feed::kRows>(out, p, map, stages, num_sms, ctas_per_sm, stream);
   }
 }
 
 }  // namespace
 
+const char* fp8_stream_tensor_feed() {
+  switch (tensor_feed()) {
+    case Feed::kTensorStepMajor: return "step-major";
+    case Feed::kTensorRowMajor: return "row-major";
+    case Feed::kRows: break;
+  }
+  return "none";
+}
+
 size_t fp8_split_scratch_bytes(int num_sms) {
   return kFp8SplitCountersBytes + static_cast<size_t>(num_sms) * kMaxCtasPerSm * 2 * kSlotFloats * sizeof(float);
 }
 
-void launch_fp8_stream_matmul(const Fp8SmallMatmul& p, int stages, int num_sms, int ctas_per_sm, cudaStream_t stream) {
+void launch_fp8_stream_matmul(const Fp8SmallMatmul& p, bool tensor_map, int stages, int num_sms, int ctas_per_sm,
+                              cudaStream_t stream) {
   TIDE_CHECK(stages >= 2 && stages <= kFp8StreamMaxStages && ctas_per_sm >= 1 && ctas_per_sm <= kMaxCtasPerSm);
-  TIDE_CHECK(int64_t{num_sms} * kMaxCtasPerSm * sizeof(int) <= kFp8SplitCountersBytes);
+  TIDE_CHECK(int64_t{num_sms} * kMaxCtasPerSm * sizeof(int) <= kSwigluSplitSyncOffset);
   if (p.out_f32) {
-    dispatch(static_cast<float*>(p.out), p, stages, num_sms, ctas_per_sm, stream);
+    dispatch(static_cast<float*>(p.out), p, tensor_map, stages, num_sms, ctas_per_sm, stream);
   } else {
-    dispatch(static_cast<bf16*>(p.out), p, stages, num_sms, ctas_per_sm, stream);
+    dispatch(static_cast<bf16*>(p.out), p, tensor_map, stages, num_sms, ctas_per_sm, stream);
   }
 }
 

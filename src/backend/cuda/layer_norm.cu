@@ -26,10 +26,16 @@ struct NormParams {
 
 template <int kThreads, int kChunks, bool kResidual, bool kFp8>
 __global__ void __launch_bounds__(kThreads) norm_kernel(NormParams p) {
-  begin_dependent_kernel();
   using Tile = RowTile<kThreads, kChunks>;
-  __shared__ float shared[kThreads / 32];
   const int64_t n = p.hidden, offset = static_cast<int64_t>(blockIdx.x) * n;
+  // The norm's weight is read before waiting for the kernel before (no kernel writes it): at decode sizes its
+  // load is one of the few round trips on the layer's serial path. Not for tiles of many chunks, whose
+  // registers it would spill (rows past 16384 elements).
+  constexpr bool kEarlyWeight = kChunks <= 2;
+  Tile w;
+  if constexpr (kEarlyWeight) w.load(p.w, n, p.vec);
+  begin_dependent_kernel();
+  __shared__ float shared[kThreads / 32];
   Tile x;
   if constexpr (kResidual) {
     // h = (h + a) + b rounded to bf16 after each add, as two add() calls would.
@@ -71,9 +77,8 @@ __global__ void __launch_bounds__(kThreads) norm_kernel(NormParams p) {
     }
   }
   const float inv_std = rsqrtf(block_sum<kThreads>(sq, shared) / static_cast<float>(n) + p.eps);
+  if constexpr (!kEarlyWeight) w.load(p.w, n, p.vec);
 
-  Tile w;
-  w.load(p.w, n, p.vec);
 #pragma unroll
   for (int c = 0; c < kChunks; ++c) {
     if (Tile::index(c) >= n) break;
