@@ -60,7 +60,9 @@ constexpr StageLayout layout_of(Feed f) {
                                        : StageLayout{kChunk, kStepBytes, kTileRows * kChunk};
 }
 // Dynamic shared memory: the stages (from a 128-byte boundary), then each stage's full and empty mbarriers.
-constexpr size_t smem_bytes(Feed f, int stages) { return 128 + static_cast<size_t>(stages) * (layout_of(f).bytes + 16); }
+constexpr size_t smem_bytes(Feed f, int stages) {
+  return 128 + static_cast<size_t>(stages) * (layout_of(f).bytes + 16);
+}
 
 __device__ __forceinline__ int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
