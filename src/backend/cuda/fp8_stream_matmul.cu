@@ -5,13 +5,14 @@
 // Why: the register-fed kernel keeps its loads in flight in registers (124 per thread, two CTAs fill an SM's
 // register file), so while it runs the other stream's kernels find no room, and a kernel launched early
 // (launch.cuh) can do nothing useful before its input is ready. Here one producer warp per CTA copies 16-row
-// weight tiles into a ring of shared-memory stages with bulk asynchronous copies (cp.async.bulk, completion
-// counted on an mbarrier); four consumer warps feed them to mma.sync. The bytes in flight sit in shared
-// memory, not registers (a CTA of 160 threads holds 20K registers, two per SM 40K of 64K), and since the
-// weights are never written by a kernel the producer starts copying before the grid dependency resolves: a
-// kernel scheduled early fills its stages while the kernel before it finishes. Alone it reads a matrix
-// slower than the register-fed kernel (the bulk copies of 1 KB rows top out near 3.4 TB/s even with no math);
-// beside the other stream's kernels it can be faster (fp8_small_matmul.cu's dispatch says where).
+// weight tiles into a ring of shared-memory stages with bulk asynchronous copies (one tensor-map copy per
+// stage, or one cp.async.bulk per row: Feed below; completion counted on an mbarrier); four consumer warps
+// feed them to mma.sync. The bytes in flight sit in shared memory, not registers (a CTA of 160 threads holds
+// 19-26K registers), and since the weights are never written by a kernel the producer starts copying before
+// the grid dependency resolves: a kernel scheduled early fills its stages while the kernel before it
+// finishes. Alone it reads a matrix slower than the register-fed kernel (2.5-3.5 TB/s against 3.3-3.8 for
+// the MLP's matrices on the H200; neither tensor-map copies nor activations loaded a stage ahead closed the
+// gap); beside the other stream's kernels it can be faster (fp8_small_matmul.cu's dispatch says where).
 //
 // Work split (stream-K): the matrix is cut into units of 16 rows x 1024 bytes of K, numbered row tile by row
 // tile; CTA c of G takes units [c U / G, (c + 1) U / G), so every CTA reads the same bytes whatever N and K
@@ -202,7 +203,6 @@ __global__ void __launch_bounds__(kThreads, kMaxCtasPerSm)
   const TokenRows<kNTiles> tokens(x8, num_tokens, k, g, q);
   const uint4 zero = make_uint4(0, 0, 0, 0);
   const int64_t first_tile = u_begin / chunks;
-
 
   int s = 0;
   uint32_t phase = 0;
