@@ -332,7 +332,7 @@ void CudaBackend::attention(Tensor out, const Tensor& qkv, const KvStorage& kv, 
       // no memset in front of the kernel.
       const Tensor part_out = alloc_scratch(DType::kF32, Shape{slots, shape.head_dim});
       const Tensor part_ml = alloc_scratch(DType::kF32, Shape{slots, 2});
-      cuda::launch_mma_decode(p, part_out.as<float>(), part_ml.as<float>(), splits, stream_);
+      cuda::launch_mma_decode(p, max_keys, part_out.as<float>(), part_ml.as<float>(), splits, stream_);
     } else {
       cuda::launch_mma_prefill(p, batch.max_seq_tokens, stream_);
     }

@@ -17,17 +17,22 @@
 
 namespace tide::cuda::mma {
 
-template <int D>
+// kS: K/V tiles in flight (D <= 128: 3, else 2). Splits of one tile (the usual decode split at small batches)
+// take one stage: its CTAs then fit beside the other stream's matmul CTAs.
+template <int D, int kS>
 struct DecodeConfig {
   static constexpr int kWarps = 4;
   static constexpr int kThreads = 32 * kWarps;
   static constexpr int kKeys = 16 * kWarps;  // a tile: 16 keys per warp
-  static constexpr int kStages = D <= 128 ? 3 : 2;
+  static constexpr int kStages = kS;
   static constexpr int kTileBytes = kKeys * D * 2;
-  static constexpr size_t kSmemBytes = static_cast<size_t>(16 * D * 2 + 2 * kStages * kTileBytes);
   // The end-of-loop merge reuses the K/V stages: per warp 16 rows of O (f32) and (max, sum) per row.
-  static_assert(kWarps * 16 * (D + 2) * 4 <= 2 * kStages * kTileBytes);
+  static constexpr int kMergeBytes = kWarps * 16 * (D + 2) * 4;
+  static constexpr size_t kSmemBytes =
+      static_cast<size_t>(16 * D * 2 + (2 * kStages * kTileBytes > kMergeBytes ? 2 * kStages * kTileBytes : kMergeBytes));
 };
+template <int D>
+inline constexpr int kDecodeDeepStages = D <= 128 ? 3 : 2;
 
 struct DecodeParams {
   PagedAttentionParams p;
@@ -47,11 +52,11 @@ __device__ inline int64_t sequence_of(const int32_t* seq_starts, int64_t num_seq
   return lo;
 }
 
-template <int D>
-__global__ void __launch_bounds__(DecodeConfig<D>::kThreads, 2)
+template <int D, int kS>
+__global__ void __launch_bounds__(DecodeConfig<D, kS>::kThreads, 2)
     decode_attention_kernel(const __grid_constant__ DecodeParams dp) {
   begin_dependent_kernel();
-  using C = DecodeConfig<D>;
+  using C = DecodeConfig<D, kS>;
   const PagedAttentionParams& p = dp.p;
   const int64_t t = blockIdx.x, kv_head = blockIdx.y;
   const int split = blockIdx.z;
@@ -96,9 +101,16 @@ __global__ void __launch_bounds__(DecodeConfig<D>::kThreads, 2)
   float o[D / 8][4] = {};
   float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
   for (int64_t it = 0; it < num_tiles; ++it) {
-    cp_async_wait<C::kStages - 2>();
-    __syncthreads();  // tile `it` landed for all threads; every warp is done with tile it - 1's stage
-    {
+    if constexpr (C::kStages == 1) {
+      __syncthreads();  // every warp is done with tile it - 1
+      load_kv_tile<D, C::kKeys, C::kThreads>(kv_base, kv_base + C::kTileBytes, p, table, kv_head, lo + it * C::kKeys,
+                                             lo, hi, tid);
+      cp_async_commit();
+      cp_async_wait<0>();
+      __syncthreads();  // tile `it` (and the query tile) landed for all threads
+    } else {
+      cp_async_wait<C::kStages - 2>();
+      __syncthreads();  // tile `it` landed for all threads; every warp is done with tile it - 1's stage
       const int64_t next = it + C::kStages - 1;
       const int stage = static_cast<int>(next % C::kStages);
       if (next < num_tiles) {
@@ -267,18 +279,30 @@ static __global__ void __launch_bounds__(kMergeThreads) merge_splits_kernel(cons
   }
 }
 
+template <int D, int kS>
+void launch_decode_kernel(const DecodeParams& dp, dim3 grid, cudaStream_t stream) {
+  using C = DecodeConfig<D, kS>;
+  static const bool configured = (configure_smem(decode_attention_kernel<D, kS>, C::kSmemBytes), true);
+  (void)configured;
+  launch_kernel(decode_attention_kernel<D, kS>, grid, C::kThreads, C::kSmemBytes, stream, dp);
+}
+
 template <int D>
-void launch_decode(const PagedAttentionParams& p, float* part_out, float* part_ml, int num_splits,
+void launch_decode(const PagedAttentionParams& p, int64_t max_keys, float* part_out, float* part_ml, int num_splits,
                    cudaStream_t stream) {
-  using C = DecodeConfig<D>;
   if (p.num_tokens == 0) return;
   const DecodeParams dp{p, part_out, part_ml, num_splits, static_cast<int>(p.num_heads / p.num_heads_kv),
                         p.scale * kLog2e};
-  static const bool configured = (configure_smem(decode_attention_kernel<D>, C::kSmemBytes), true);
-  (void)configured;
   const dim3 grid(static_cast<unsigned>(p.num_tokens), static_cast<unsigned>(p.num_heads_kv),
                   static_cast<unsigned>(num_splits));
-  launch_kernel(decode_attention_kernel<D>, grid, C::kThreads, C::kSmemBytes, stream, dp);
+  // A split covers at most this many tiles (the kernel rounds each split up to whole tiles).
+  constexpr int64_t kKeys = DecodeConfig<D, 1>::kKeys;
+  const int64_t split_tiles = ((max_keys + num_splits - 1) / num_splits + kKeys - 1) / kKeys;
+  if (split_tiles <= 1) {
+    launch_decode_kernel<D, 1>(dp, grid, stream);
+  } else {
+    launch_decode_kernel<D, kDecodeDeepStages<D>>(dp, grid, stream);
+  }
   if (num_splits > 1) {
     TIDE_CHECK(num_splits <= kMergeThreads && num_splits <= 128);  // merge_splits_kernel's bounds
     const dim3 merge_grid(static_cast<unsigned>(p.num_tokens), static_cast<unsigned>(p.num_heads));

@@ -35,12 +35,12 @@ void launch_mma_prefill(const PagedAttentionParams& p, int64_t max_seq_tokens, c
   }
 }
 
-void launch_mma_decode(const PagedAttentionParams& p, float* part_out, float* part_ml, int num_splits,
+void launch_mma_decode(const PagedAttentionParams& p, int64_t max_keys, float* part_out, float* part_ml, int num_splits,
                        cudaStream_t stream) {
   switch (p.head_dim) {
-    case 64: return mma::launch_decode<64>(p, part_out, part_ml, num_splits, stream);
-    case 128: return mma::launch_decode<128>(p, part_out, part_ml, num_splits, stream);
-    case 256: return mma::launch_decode<256>(p, part_out, part_ml, num_splits, stream);
+    case 64: return mma::launch_decode<64>(p, max_keys, part_out, part_ml, num_splits, stream);
+    case 128: return mma::launch_decode<128>(p, max_keys, part_out, part_ml, num_splits, stream);
+    case 256: return mma::launch_decode<256>(p, max_keys, part_out, part_ml, num_splits, stream);
     default: return;
   }
 }

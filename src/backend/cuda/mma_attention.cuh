@@ -14,7 +14,7 @@ namespace tide::cuda::mma {
 template <int D>
 void launch_prefill(const PagedAttentionParams& p, int64_t max_seq_tokens, cudaStream_t stream);
 template <int D>
-void launch_decode(const PagedAttentionParams& p, float* part_out, float* part_ml, int num_splits,
+void launch_decode(const PagedAttentionParams& p, int64_t max_keys, float* part_out, float* part_ml, int num_splits,
                    cudaStream_t stream);
 
 constexpr float kLog2e = 1.4426950408889634f;
