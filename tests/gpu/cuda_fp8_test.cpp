@@ -308,8 +308,8 @@ TEST_F(CudaFp8, FusedMlpMatchesTheUnfusedOps) {
   const Shape3 shapes[] = {{4096, 14336, 0.01f}, {512, 1008, 0.01f}, {1040, 2064, 0.01f}, {512, 1008, 1e-19f}};
   for (const auto& [hidden, inter, x_step] : shapes) {
     for (int64_t t = 1; t <= 8; ++t) {
-      const std::string what = "T=" + std::to_string(t) + " H=" + std::to_string(hidden) + " I=" + std::to_string(inter) +
-                               " x scale step " + std::to_string(x_step);
+      const std::string what = "T=" + std::to_string(t) + " H=" + std::to_string(hidden) +
+                               " I=" + std::to_string(inter) + " x scale step " + std::to_string(x_step);
       if (!gpu_->fuses_fp8_mlp(t, hidden, inter)) {
         EXPECT_GT(t * inter, 2 * 14336) << what;
         continue;
@@ -323,7 +323,8 @@ TEST_F(CudaFp8, FusedMlpMatchesTheUnfusedOps) {
       const std::vector<uint8_t> x8 = random_codes(rng, t * hidden), gu8 = random_codes(rng, 2 * inter * hidden),
                                  d8 = random_codes(rng, hidden * inter);
       const Tensor x = gpu_->upload(x8.data(), DType::kF8E4M3, Shape{t, hidden}), xs = scales(t, x_step);
-      const Tensor gu = gpu_->upload(gu8.data(), DType::kF8E4M3, Shape{2 * inter, hidden}), gus = scales(2 * inter, 1e-4f);
+      const Tensor gu = gpu_->upload(gu8.data(), DType::kF8E4M3, Shape{2 * inter, hidden});
+      const Tensor gus = scales(2 * inter, 1e-4f);
       const Tensor d = gpu_->upload(d8.data(), DType::kF8E4M3, Shape{hidden, inter}), ds = scales(hidden, 1e-3f);
 
       Tensor gate_up = gpu_->alloc(DType::kBF16, Shape{t, 2 * inter}), act = gpu_->alloc(DType::kBF16, Shape{t, inter});
@@ -340,7 +341,8 @@ TEST_F(CudaFp8, FusedMlpMatchesTheUnfusedOps) {
       Tensor amax = gpu_->alloc(DType::kF32, Shape{2, t});
       Tensor fused_act = gpu_->alloc(DType::kBF16, Shape{t, inter}), out = gpu_->alloc(DType::kBF16, Shape{t, hidden});
       for (int layer = 0; layer < 3; ++layer) {
-        const Tensor now = amax.slice_rows(layer % 2, layer % 2 + 1), next = amax.slice_rows(1 - layer % 2, 2 - layer % 2);
+        const Tensor now = amax.slice_rows(layer % 2, layer % 2 + 1);
+        const Tensor next = amax.slice_rows(1 - layer % 2, 2 - layer % 2);
         gpu_->matmul_fp8_swiglu(fused_act, now, x, xs, gu, gus);
         std::vector<float> got_amax(static_cast<size_t>(t));
         gpu_->download(now, got_amax.data());

@@ -87,7 +87,8 @@ void CudaBackend::matmul_fp8(Tensor out, const Tensor& x8, const Tensor& x_scale
 }
 
 bool CudaBackend::fuses_fp8_mlp(int64_t num_tokens, int64_t hidden, int64_t inter) const {
-  return fused_fp8_mlp_ && num_tokens >= 1 && num_tokens <= cuda::kFp8SwigluMaxTokens && num_tokens <= fp8_small_max_tokens_ &&
+  return fused_fp8_mlp_ && num_tokens >= 1 && num_tokens <= cuda::kFp8SwigluMaxTokens &&
+         num_tokens <= fp8_small_max_tokens_ &&
          fp8_small_variant_ == -1 && cuda::fp8_small_matmul_supports(num_tokens, hidden, 2 * inter) &&
          cuda::fp8_small_matmul_supports(num_tokens, inter, hidden) &&
          cuda::fp8_act_smem_bytes(num_tokens, inter) <= cuda::kFp8ActSmemBudget + 128;

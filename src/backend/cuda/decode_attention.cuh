@@ -28,8 +28,8 @@ struct DecodeConfig {
   static constexpr int kTileBytes = kKeys * D * 2;
   // The end-of-loop merge reuses the K/V stages: per warp 16 rows of O (f32) and (max, sum) per row.
   static constexpr int kMergeBytes = kWarps * 16 * (D + 2) * 4;
-  static constexpr size_t kSmemBytes =
-      static_cast<size_t>(16 * D * 2 + (2 * kStages * kTileBytes > kMergeBytes ? 2 * kStages * kTileBytes : kMergeBytes));
+  static constexpr int kKvBytes = 2 * kStages * kTileBytes > kMergeBytes ? 2 * kStages * kTileBytes : kMergeBytes;
+  static constexpr size_t kSmemBytes = static_cast<size_t>(16 * D * 2 + kKvBytes);
 };
 template <int D>
 inline constexpr int kDecodeDeepStages = D <= 128 ? 3 : 2;

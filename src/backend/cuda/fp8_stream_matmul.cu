@@ -25,6 +25,7 @@
 
 #include <algorithm>
 
+#include "backend/cuda/async_copy.cuh"
 #include "backend/cuda/fp8_mma.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/launch.cuh"
@@ -68,61 +69,6 @@ constexpr size_t smem_bytes(Feed f, int stages) {
 }
 
 __device__ __forceinline__ int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
-
-__device__ __forceinline__ uint32_t smem_addr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-__device__ __forceinline__ void mbar_init(uint32_t bar, int count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
-}
-
-__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
-}
-
-// Arrives and adds `bytes` to the transfers the current phase waits for.
-__device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, int bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
-}
-
-__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
-  asm volatile(
-      "{\n"
-      ".reg .pred done;\n"
-      "WAIT:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-      "@!done bra WAIT;\n"
-      "}\n" ::"r"(bar),
-      "r"(parity)
-      : "memory");
-}
-
-// Copies `bytes` (a multiple of 16, both addresses 16-byte aligned) from global to shared memory, counted on
-// mbarrier `bar`. The weights are read once: they are marked first to leave L2.
-__device__ __forceinline__ void bulk_copy(uint32_t dst, const void* src, int bytes, uint32_t bar, uint64_t policy) {
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;"
-      ::"r"(dst), "l"(src), "r"(bytes), "r"(bar), "l"(policy)
-      : "memory");
-}
-
-// Copies the box of tensor map `map` at coordinates {0, c1, c2} to shared memory, counted on mbarrier `bar`
-// (the full box's bytes, zeros where it reaches past the tensor).
-__device__ __forceinline__ void tensor_copy(uint32_t dst, const CUtensorMap* map, int c1, int c2, uint32_t bar,
-                                            uint64_t policy) {
-  asm volatile(
-      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
-      " [%0], [%1, {%2, %3, %4}], [%5], %6;" ::"r"(dst),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(0), "r"(c1), "r"(c2), "r"(bar), "l"(policy)
-      : "memory");
-}
-
-__device__ __forceinline__ uint4 lds128(uint32_t addr) {
-  uint4 v;
-  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr));
-  return v;
-}
 
 // Synchronizes the consumer warps only (the producer warp may have finished).
 __device__ __forceinline__ void consumer_sync() {
@@ -258,7 +204,8 @@ __global__ void __launch_bounds__(kThreads, kMaxCtasPerSm)
 #pragma unroll
       for (int u = 0; u < 4; ++u) {
         const int i = i0 + u * 32 * kConsumerWarps;
-        const auto* p = reinterpret_cast<const uint4*>(act + static_cast<int64_t>(i / per_token) * k + 16 * (i % per_token));
+        const bf16* from = act + static_cast<int64_t>(i / per_token) * k + 16 * (i % per_token);
+        const auto* p = reinterpret_cast<const uint4*>(from);
         raw[u][0] = i < items ? __ldcg(p) : make_uint4(0, 0, 0, 0);
         raw[u][1] = i < items ? __ldcg(p + 1) : make_uint4(0, 0, 0, 0);
       }
@@ -313,7 +260,8 @@ __global__ void __launch_bounds__(kThreads, kMaxCtasPerSm)
           const bool inside = offset + 16 * q < len;  // K is a multiple of 16
 #pragma unroll
           for (int j = 0; j < kNTiles; ++j) {
-            x[t][j] = inside && tokens.has[j] ? __ldg(reinterpret_cast<const uint4*>(tokens.row[j] + k0 + offset)) : zero;
+            x[t][j] = inside && tokens.has[j] ? __ldg(reinterpret_cast<const uint4*>(tokens.row[j] + k0 + offset))
+                                              : zero;
           }
         }
       }

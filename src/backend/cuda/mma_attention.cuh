@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "backend/cuda/async_copy.cuh"
 #include "backend/cuda/kernels.h"
 
 namespace tide::cuda::mma {
@@ -20,10 +21,6 @@ void launch_decode(const PagedAttentionParams& p, int64_t max_keys, float* part_
 constexpr float kLog2e = 1.4426950408889634f;
 
 // --- PTX wrappers ---
-
-__device__ __forceinline__ uint32_t smem_addr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
 
 // 16 bytes global -> shared, bypassing L1; zero-filled (nothing read) when !valid.
 __device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src, bool valid) {
