@@ -1,6 +1,6 @@
 // PTX wrappers for asynchronous copies into shared memory on Hopper: shared-memory addresses, mbarriers
 // (init, arrive, arrive with a transfer count, wait on a phase), bulk and tensor-map copies counted on an
-// mbarrier, and 16-byte shared loads. Used by the streaming FP8 matmul (fp8_stream_matmul.cu) and the
+// mbarrier, and 16-byte shared loads and stores. Used by the streaming FP8 matmul (fp8_stream_matmul.cu) and the
 // attention kernels (mma_attention.cuh).
 #pragma once
 
@@ -64,6 +64,11 @@ __device__ __forceinline__ uint4 lds128(uint32_t addr) {
   uint4 v;
   asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr));
   return v;
+}
+
+__device__ __forceinline__ void sts128(uint32_t addr, uint4 v) {
+  asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
+               : "memory");
 }
 
 }  // namespace tide::cuda

@@ -58,6 +58,12 @@ CudaBackend::MatmulPlan& CudaBackend::matmul_plan(int64_t t, int64_t k, int64_t 
   return *matmul_plans_.emplace(key, std::move(plan)).first->second;
 }
 
+namespace {
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+}  // namespace
+
 // out: [T, N], x8: [T, K], x_scales: [T], w8: [N, K], w_scales: [N]
 void CudaBackend::matmul_fp8(Tensor out, const Tensor& x8, const Tensor& x_scales, const Tensor& w8,
                              const Tensor& w_scales, float alpha) {
@@ -67,8 +73,8 @@ void CudaBackend::matmul_fp8(Tensor out, const Tensor& x8, const Tensor& x_scale
   if (x_scales.dtype != DType::kF32 || w_scales.dtype != DType::kF32) fail("cuda backend: matmul_fp8 scales must be F32");
   if (out.dtype != DType::kBF16 && out.dtype != DType::kF32) fail("cuda backend: matmul_fp8 output must be BF16 or F32");
   if (t == 0) return;
-  const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  if (t <= fp8_small_max_tokens_ && cuda::fp8_small_matmul_supports(t, k, n) && aligned(x8.data) && aligned(w8.data)) {
+  if (t <= fp8_small_max_tokens_ && cuda::fp8_small_matmul_supports(t, k, n) && aligned16(x8.data) &&
+      aligned16(w8.data)) {
     const cuda::Fp8SmallMatmul p{out.data, out.dtype == DType::kF32, static_cast<const uint8_t*>(x8.data),
                                  static_cast<const float*>(x_scales.data), static_cast<const uint8_t*>(w8.data),
                                  static_cast<const float*>(w_scales.data), alpha, t, k, n, fp8_small_variant_,
@@ -93,12 +99,6 @@ bool CudaBackend::fuses_fp8_mlp(int64_t num_tokens, int64_t hidden, int64_t inte
          cuda::fp8_small_matmul_supports(num_tokens, inter, hidden) &&
          cuda::fp8_act_smem_bytes(num_tokens, inter) <= cuda::kFp8ActSmemBudget + 128;
 }
-
-namespace {
-
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
-}  // namespace
 
 // act: [T, I] bf16, amax: [T] f32 (max-combined), x8: [T, H], w8: [2I, H]
 void CudaBackend::matmul_fp8_swiglu(Tensor act, Tensor amax, const Tensor& x8, const Tensor& x_scales, const Tensor& w8,

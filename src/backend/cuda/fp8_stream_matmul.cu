@@ -95,8 +95,8 @@ __device__ __forceinline__ ActScale act_scale_of(float s) {
   return ActScale{s, __fdiv_rn(1.0f, s), s >= 0x1p-100f && s <= 0x1p100f};
 }
 
-// Lane (g, q)'s 16 activations of one 64-byte step of K (bf16), quantized as quantize_fp8 does (the rounded
-// quotient, then the e4m3 conversion), packed as the 16 codes x8 would hold.
+// 16 consecutive activations (bf16), quantized as quantize_fp8 does (the rounded quotient, then the e4m3
+// conversion), packed in order as 16 codes.
 __device__ __forceinline__ uint4 quantize16(const uint4 (&raw)[2], const ActScale& s) {
   uint32_t words[4];
 #pragma unroll
@@ -215,10 +215,7 @@ __global__ void __launch_bounds__(kThreads, kMaxCtasPerSm)
         if (i < items) {
           const int token = i / per_token;
           const uint4 codes = quantize16(raw[u], act_scale_of(token_scale[token]));
-          const uint32_t at = x_smem + token * x_stride + 16 * (i % per_token);
-          asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(at), "r"(codes.x), "r"(codes.y), "r"(codes.z),
-                       "r"(codes.w)
-                       : "memory");
+          sts128(x_smem + token * x_stride + 16 * (i % per_token), codes);
         }
       }
     }
