@@ -84,6 +84,9 @@ class Backend {
 
   // Zero-filled tensor in backend memory.
   virtual Tensor alloc(DType dtype, Shape shape) = 0;
+  // A tensor its user writes in full before reading it: contents unspecified. Where zeroing costs a queued
+  // op per tensor (a GPU), the backend skips it; the default zero-fills.
+  virtual Tensor alloc_uninitialized(DType dtype, Shape shape) { return alloc(dtype, std::move(shape)); }
   // Zero-filled tensor in host memory that copy_blocks() can move blocks to and from quickly (pinned
   // memory on a GPU).
   virtual Tensor alloc_host(DType dtype, Shape shape) = 0;

@@ -19,6 +19,9 @@ class ForwardingBackend : public Backend {
 
   std::string name() const override { return inner_.name(); }
   Tensor alloc(DType dtype, Shape shape) override { return inner_.alloc(dtype, std::move(shape)); }
+  Tensor alloc_uninitialized(DType dtype, Shape shape) override {
+    return inner_.alloc_uninitialized(dtype, std::move(shape));
+  }
   Tensor alloc_host(DType dtype, Shape shape) override { return inner_.alloc_host(dtype, std::move(shape)); }
   Tensor upload_as(const void* host, DType host_dtype, Shape shape, DType dtype) override {
     return inner_.upload_as(host, host_dtype, std::move(shape), dtype);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstring>
 #include <map>
 #include <numeric>
 
@@ -88,11 +89,13 @@ void pad_decode(HostMetadata& m, int64_t num_tokens) {
 
 }  // namespace
 
-// Device copies of one step's metadata, shared by all layers of a group.
+// Device copies of one step's metadata, shared by all layers of a group: views of one buffer.
 struct StepMetadata {
+  Tensor packed;                        // [bytes] u8: the arrays below at metadata_layout()'s offsets
   Tensor token_ids;                     // [T] i32
   Tensor logit_rows;                    // [R] i32
   std::vector<AttentionBatch> groups;   // one per layer group
+  bool logits_of_every_token = false;   // logit_rows is 0, 1, ..., T - 1 (then not read)
 };
 
 // Recorded decode steps, by (padded batch size, position bucket).
@@ -108,18 +111,68 @@ struct DecodeGraphs {
 
 namespace {
 
+// The metadata's arrays in upload order, each with its device dtype and shape.
+struct MetadataArray {
+  const void* host;
+  DType dtype;
+  Shape shape;
+  size_t offset = 0;  // in the packed buffer
+};
+
+// Every array of `m` at a 16-byte aligned offset of one buffer; its size in `bytes`. One upload per step
+// instead of one per array: each small copy from pageable memory is a driver kernel of about 1 us plus a gap
+// (nine of them took 17 us of every R7B decode step on the H200).
+std::vector<MetadataArray> metadata_layout(const HostMetadata& m, size_t& bytes) {
+  const auto num_tokens = std::ssize(m.token_ids), num_seqs = std::ssize(m.seq_starts) - 1;
+  std::vector<MetadataArray> arrays{{m.token_ids.data(), DType::kI32, Shape{num_tokens}},
+                                    {m.logit_rows.data(), DType::kI32, Shape{std::ssize(m.logit_rows)}},
+                                    {m.positions.data(), DType::kI32, Shape{num_tokens}},
+                                    {m.seq_starts.data(), DType::kI32, Shape{num_seqs + 1}}};
+  for (size_t g = 0; g < m.tables.size(); ++g) {
+    arrays.push_back({m.tables[g].data(), DType::kI32, Shape{num_seqs, m.table_width}});
+    arrays.push_back({m.slots[g].data(), DType::kI64, Shape{num_tokens}});
+  }
+  bytes = 0;
+  for (MetadataArray& a : arrays) {
+    a.offset = bytes;
+    bytes += (static_cast<size_t>(a.shape.numel()) * dtype_size(a.dtype) + 15) / 16 * 16;
+  }
+  return arrays;
+}
+
+std::vector<uint8_t> pack_metadata(const std::vector<MetadataArray>& arrays, size_t bytes) {
+  std::vector<uint8_t> packed(bytes);
+  for (const MetadataArray& a : arrays) {
+    const size_t n = static_cast<size_t>(a.shape.numel()) * dtype_size(a.dtype);
+    if (n > 0) std::memcpy(packed.data() + a.offset, a.host, n);
+  }
+  return packed;
+}
+
+bool logits_of_every_token(const HostMetadata& m) {
+  if (m.logit_rows.size() != m.token_ids.size()) return false;
+  for (size_t i = 0; i < m.logit_rows.size(); ++i) {
+    if (m.logit_rows[i] != static_cast<int32_t>(i)) return false;
+  }
+  return true;
+}
+
 // Uploads `m` into new tensors.
 StepMetadata upload_metadata(const HostMetadata& m, Backend& b, int64_t block_size) {
-  const auto num_tokens = std::ssize(m.token_ids), num_seqs = std::ssize(m.seq_starts) - 1;
+  size_t bytes = 0;
+  const std::vector<MetadataArray> arrays = metadata_layout(m, bytes);
+  const std::vector<uint8_t> packed = pack_metadata(arrays, bytes);
   StepMetadata meta;
-  meta.token_ids = b.upload(m.token_ids.data(), DType::kI32, Shape{num_tokens});
-  meta.logit_rows = b.upload(m.logit_rows.data(), DType::kI32, Shape{std::ssize(m.logit_rows)});
-  const Tensor positions = b.upload(m.positions.data(), DType::kI32, Shape{num_tokens});
-  const Tensor starts = b.upload(m.seq_starts.data(), DType::kI32, Shape{num_seqs + 1});
+  meta.packed = b.upload(packed.data(), DType::kU8, Shape{static_cast<int64_t>(bytes)});
+  const auto view = [&](size_t i) {
+    return Tensor{meta.packed.storage, static_cast<uint8_t*>(meta.packed.data) + arrays[i].offset, arrays[i].dtype,
+                  arrays[i].shape};
+  };
+  meta.token_ids = view(0);
+  meta.logit_rows = view(1);
+  meta.logits_of_every_token = logits_of_every_token(m);
   for (size_t g = 0; g < m.tables.size(); ++g) {
-    meta.groups.push_back(AttentionBatch{positions, starts,
-                                         b.upload(m.tables[g].data(), DType::kI32, Shape{num_seqs, m.table_width}),
-                                         b.upload(m.slots[g].data(), DType::kI64, Shape{num_tokens}), block_size,
+    meta.groups.push_back(AttentionBatch{view(2), view(3), view(4 + 2 * g), view(5 + 2 * g), block_size,
                                          m.max_position, m.max_seq_tokens});
   }
   return meta;
@@ -127,14 +180,10 @@ StepMetadata upload_metadata(const HostMetadata& m, Backend& b, int64_t block_si
 
 // Copies `m` (same sizes) into `meta`'s tensors without synchronizing: a graph's inputs between replays.
 void update_metadata(const StepMetadata& meta, const HostMetadata& m, Backend& b) {
-  b.upload_into(meta.token_ids, m.token_ids.data());
-  b.upload_into(meta.logit_rows, m.logit_rows.data());
-  b.upload_into(meta.groups.front().positions, m.positions.data());
-  b.upload_into(meta.groups.front().seq_starts, m.seq_starts.data());
-  for (size_t g = 0; g < meta.groups.size(); ++g) {
-    b.upload_into(meta.groups[g].block_tables, m.tables[g].data());
-    b.upload_into(meta.groups[g].slot_mapping, m.slots[g].data());
-  }
+  size_t bytes = 0;
+  const std::vector<MetadataArray> arrays = metadata_layout(m, bytes);
+  TIDE_CHECK(bytes == meta.packed.nbytes() && logits_of_every_token(m) == meta.logits_of_every_token);
+  b.upload_into(meta.packed, pack_metadata(arrays, bytes).data());
 }
 
 // While it lives, ops go to the backend's second queue (Backend::side_begin); the main queue takes them
@@ -246,23 +295,26 @@ void Cohere2Model::run_layers(const StepMetadata& meta, std::vector<KvStorage>& 
   const AttentionShape shape = attention_shape();
   const auto eps = static_cast<float>(c.layer_norm_eps);
 
+  // Every buffer below but act_amax is written in full before it is read: none is zeroed (on a GPU, 9 memsets
+  // took 13-18 us of each R7B decode step).
   const DType adt = b.activation_dtype();
-  Tensor h = b.alloc(adt, Shape{num_tokens, c.hidden_size});
-  Tensor x = b.alloc(adt, Shape{num_tokens, c.hidden_size});
-  Tensor qkv = b.alloc(adt, Shape{num_tokens, c.qkv_size()});
-  Tensor attn = b.alloc(adt, Shape{num_tokens, c.q_size()});
-  Tensor attn_out = b.alloc(adt, Shape{num_tokens, c.hidden_size});
-  Tensor gate_up = b.alloc(adt, Shape{num_tokens, 2 * c.intermediate_size});
-  Tensor act = b.alloc(adt, Shape{num_tokens, c.intermediate_size});
-  Tensor mlp_out = b.alloc(adt, Shape{num_tokens, c.hidden_size});
+  auto buffer = [&](DType dtype, int64_t cols) { return b.alloc_uninitialized(dtype, Shape{num_tokens, cols}); };
+  Tensor h = buffer(adt, c.hidden_size);
+  Tensor x = buffer(adt, c.hidden_size);
+  Tensor qkv = buffer(adt, c.qkv_size());
+  Tensor attn = buffer(adt, c.q_size());
+  Tensor attn_out = buffer(adt, c.hidden_size);
+  Tensor gate_up = buffer(adt, 2 * c.intermediate_size);
+  Tensor act = buffer(adt, c.intermediate_size);
+  Tensor mlp_out = buffer(adt, c.hidden_size);
 
   // FP8 linear layers take their input quantized per token: x once for qkv and gate_up (one norm feeds both;
   // the norm writes the codes directly where both are FP8), the attention output before o, and the MLP
   // activation, fused with its SwiGLU, before down. Each input has its own codes and scales: the attention
   // and MLP chains run side by side (Backend::side_begin).
   const bool fp8 = weights_.has_fp8();
-  auto codes = [&](int64_t cols) { return fp8 ? b.alloc(DType::kF8E4M3, Shape{num_tokens, cols}) : Tensor{}; };
-  auto token_scales = [&] { return fp8 ? b.alloc(DType::kF32, Shape{num_tokens}) : Tensor{}; };
+  auto codes = [&](int64_t cols) { return fp8 ? buffer(DType::kF8E4M3, cols) : Tensor{}; };
+  auto token_scales = [&] { return fp8 ? b.alloc_uninitialized(DType::kF32, Shape{num_tokens}) : Tensor{}; };
   Tensor x_codes = codes(c.hidden_size), x_scales = token_scales();
   Tensor attn_codes = codes(c.q_size()), attn_scales = token_scales();
   Tensor act_codes = codes(c.intermediate_size), act_scales = token_scales();
@@ -343,16 +395,23 @@ void Cohere2Model::run_layers(const StepMetadata& meta, std::vector<KvStorage>& 
       } else {
         b.residual_layer_norm(h, attn_out, mlp_out, x, next_norm, eps);
       }
+    } else if (meta.logits_of_every_token) {
+      // Every token's row is sampled (decode): the last residual with the final norm, in one kernel.
+      b.residual_layer_norm(h, attn_out, mlp_out, x, weights_.final_norm, eps);
     } else {
       b.add(h, h, attn_out);
       b.add(h, h, mlp_out);
     }
   }
 
-  Tensor rows = b.alloc(adt, Shape{meta.logit_rows.numel(), c.hidden_size});
+  if (meta.logits_of_every_token) {
+    b.matmul(logits, x, weights_.lm_head, static_cast<float>(c.logit_scale));  // f32 whatever the activations
+    return;
+  }
+  Tensor rows = b.alloc_uninitialized(adt, Shape{meta.logit_rows.numel(), c.hidden_size});
   b.gather_rows(rows, h, meta.logit_rows);  // the final norm is per token: normalize only sampled rows
   b.layer_norm(rows, rows, weights_.final_norm, eps);
-  b.matmul(logits, rows, weights_.lm_head, static_cast<float>(c.logit_scale));  // f32 whatever the activations
+  b.matmul(logits, rows, weights_.lm_head, static_cast<float>(c.logit_scale));
 }
 
 }  // namespace tide

@@ -32,6 +32,7 @@ class CudaBackend final : public Backend {
   std::string name() const override { return "cuda"; }
 
   Tensor alloc(DType dtype, Shape shape) override;
+  Tensor alloc_uninitialized(DType dtype, Shape shape) override { return alloc_scratch(dtype, std::move(shape)); }
   Tensor alloc_host(DType dtype, Shape shape) override;
   Tensor upload_as(const void* host, DType host_dtype, Shape shape, DType dtype) override;
   void upload_into(Tensor t, const void* host) override;

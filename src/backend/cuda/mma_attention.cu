@@ -16,12 +16,15 @@ bool mma_attention_supports(int64_t head_dim) { return head_dim == 64 || head_di
 bool mma_decode_supports(int64_t head_dim, int64_t group) { return mma_attention_supports(head_dim) && group <= 16; }
 
 int mma_decode_splits(int64_t num_tokens, int64_t num_heads_kv, int64_t max_keys, int num_sms) {
-  // About 16 CTAs per SM over the launch (two resident per SM at head_dim 128, so ~8 waves: the last, partial
-  // wave costs little), splits of at least one tile. Small batches get short splits: at batch 1 and 1K keys,
-  // splits of 4 tiles left 32 CTAs on 132 SMs, each reading its tiles one after another (16 us per layer on
-  // the H200, measured by tide_bench --ablate); one tile per split there is one tile's latency plus the merge.
+  // One wave: as many splits as keep every (token, kv head)'s splits resident at once (two CTAs per SM, the
+  // decode kernel's launch bounds), splits of at least one tile. A split streams its tiles through a pipeline
+  // of its own, so one wave already keeps the memory busy; more CTAs only add partial outputs to merge and
+  // per-CTA setup, and a wave and a bit waits on the bit. R7B FP8 decode on the H200, step ms against
+  // "16 CTAs per SM over the launch" before: B=1 3.00 / 3.18 at 8K, B=4 2.98 / 3.30 at 1K and 3.78 / 4.54 at
+  // 8K, B=8 3.25 / 3.82 at 1K and 6.83 / 7.53 at 32K, B=32 5.59 / 6.06 at 1K; B=1 at 1K the same.
+  constexpr int64_t kResidentPerSm = 2;
   const int64_t ctas = std::max<int64_t>(1, num_tokens * num_heads_kv);
-  const int64_t by_occupancy = (16 * int64_t{num_sms} + ctas - 1) / ctas;
+  const int64_t by_occupancy = kResidentPerSm * num_sms / ctas;
   const int64_t by_keys = (max_keys + kDecodeTileKeys - 1) / kDecodeTileKeys;
   return static_cast<int>(std::clamp<int64_t>(std::min(by_occupancy, by_keys), 1, 128));
 }
