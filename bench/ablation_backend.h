@@ -64,19 +64,6 @@ class AblationBackend final : public ForwardingBackend {
                   float alpha) override {
     if (!skips("linear")) inner().matmul_fp8(out, x8, x_scales, w8, w_scales, alpha);
   }
-  // The fused MLP's two matmuls count as "linear"; with "silu" skipped the MLP runs unfused (its SwiGLU
-  // is then a pass of its own to leave out).
-  bool fuses_fp8_mlp(int64_t num_tokens, int64_t hidden, int64_t inter) const override {
-    return !skips("silu") && inner().fuses_fp8_mlp(num_tokens, hidden, inter);
-  }
-  void matmul_fp8_swiglu(Tensor act, Tensor amax, const Tensor& x8, const Tensor& x_scales, const Tensor& w8,
-                         const Tensor& w_scales) override {
-    if (!skips("linear")) inner().matmul_fp8_swiglu(act, amax, x8, x_scales, w8, w_scales);
-  }
-  void matmul_fp8_act(Tensor out, const Tensor& act, const Tensor& amax, Tensor amax_clear, const Tensor& w8,
-                      const Tensor& w_scales) override {
-    if (!skips("linear")) inner().matmul_fp8_act(out, act, amax, amax_clear, w8, w_scales);
-  }
   void rope(Tensor qkv, const Tensor& positions, const Tensor& inv_freq, int64_t num_rope_heads) override {
     if (!skips("rope_kv")) inner().rope(qkv, positions, inv_freq, num_rope_heads);
   }

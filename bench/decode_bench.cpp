@@ -89,7 +89,6 @@ void decode_point(const BenchModel& m, const BenchOptions& options, int64_t num_
   auto backend = std::make_unique<CudaBackend>();
   if (baseline == Baseline::kCublasFp8) backend->set_fp8_small_matmul_max_tokens(0);
   backend->set_fp8_small_matmul_variant(options.fp8_variant);
-  backend->set_fused_fp8_mlp(options.fused_mlp);
   // Process-wide: set for this point, back on when it ends (also by an exception).
   CudaBackend::set_programmatic_launch(baseline != Baseline::kNoPdl);
   struct PdlBackOn {

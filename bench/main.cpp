@@ -127,8 +127,6 @@ int main(int argc, char** argv) {
       ->delimiter(',');
   app.add_option("--fp8-variant", flags.options.fp8_variant,
                  "force this shape of the FP8 small-batch matmul (-1: chosen per matrix)");
-  app.add_flag("--fused-mlp", flags.options.fused_mlp,
-               "decode: the FP8 MLP with its SwiGLU fused into the matmuls (CudaBackend::set_fused_fp8_mlp)");
   app.add_flag("!--no-baselines", flags.options.baselines,
                "decode: leave out the no-PDL, no-overlap and cuBLASLt points");
   app.add_option("--batches", flags.options.decode_batches, "decode batch sizes")->delimiter(',');

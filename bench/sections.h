@@ -29,7 +29,6 @@ struct BenchOptions {
   int64_t max_prefill_chunk = 8192;
   std::vector<int64_t> linear_tokens{1, 8, 16};
   int fp8_variant = -1;  // the FP8 small-batch matmul's shape (CudaBackend::set_fp8_small_matmul_variant)
-  bool fused_mlp = false;  // decode: CudaBackend::set_fused_fp8_mlp
   bool baselines = true;  // decode: also each point without PDL, without overlap and with cuBLASLt's FP8
   std::vector<std::string> sections{"ceilings", "linear", "decode", "prefill", "attention", "sampling"};
 

@@ -173,28 +173,6 @@ class Backend {
     (void)out, (void)x8, (void)x_scales, (void)w8, (void)w_scales, (void)alpha;
     unsupported("matmul_fp8");
   }
-  // The FP8 MLP without its SwiGLU pass, where the backend fuses it (fuses_fp8_mlp; T tokens, hidden size H,
-  // intermediate size I). Two ops whose result has the bits of matmul_fp8 (gate_up, bf16), silu_mul_fp8 and
-  // matmul_fp8 (down):
-  //  - matmul_fp8_swiglu: act = silu(gate) * up with gate_up = x8 . w8^T, and each token's largest |act| folded
-  //    into amax (f32, max-combined: zero before the op). act: [T, I] activation dtype, amax: [T] F32,
-  //    w8: [2I, H] (gate rows, then up rows) with w_scales [2I].
-  //  - matmul_fp8_act: out = matmul_fp8 of act quantized per token with the scale of amax; zeroes amax_clear
-  //    ([T] F32, another buffer: the next matmul_fp8_swiglu's) once the ops before it have finished.
-  virtual bool fuses_fp8_mlp(int64_t num_tokens, int64_t hidden, int64_t inter) const {
-    (void)num_tokens, (void)hidden, (void)inter;
-    return false;
-  }
-  virtual void matmul_fp8_swiglu(Tensor act, Tensor amax, const Tensor& x8, const Tensor& x_scales, const Tensor& w8,
-                                 const Tensor& w_scales) {
-    (void)act, (void)amax, (void)x8, (void)x_scales, (void)w8, (void)w_scales;
-    unsupported("matmul_fp8_swiglu");
-  }
-  virtual void matmul_fp8_act(Tensor out, const Tensor& act, const Tensor& amax, Tensor amax_clear, const Tensor& w8,
-                              const Tensor& w_scales) {
-    (void)out, (void)act, (void)amax, (void)amax_clear, (void)w8, (void)w_scales;
-    unsupported("matmul_fp8_act");
-  }
 
   // Interleaved (GPT-J) rotary embedding, in place, on heads [0, num_rope_heads) of each qkv row: the pair
   // (x[2j], x[2j+1]) of a token at position p turns by angle = f32(p) * inv_freq[j], computed in f32.

@@ -64,17 +64,6 @@ class ForwardingBackend : public Backend {
                   float alpha) override {
     inner_.matmul_fp8(out, x8, x_scales, w8, w_scales, alpha);
   }
-  bool fuses_fp8_mlp(int64_t num_tokens, int64_t hidden, int64_t inter) const override {
-    return inner_.fuses_fp8_mlp(num_tokens, hidden, inter);
-  }
-  void matmul_fp8_swiglu(Tensor act, Tensor amax, const Tensor& x8, const Tensor& x_scales, const Tensor& w8,
-                         const Tensor& w_scales) override {
-    inner_.matmul_fp8_swiglu(act, amax, x8, x_scales, w8, w_scales);
-  }
-  void matmul_fp8_act(Tensor out, const Tensor& act, const Tensor& amax, Tensor amax_clear, const Tensor& w8,
-                      const Tensor& w_scales) override {
-    inner_.matmul_fp8_act(out, act, amax, amax_clear, w8, w_scales);
-  }
   void rope(Tensor qkv, const Tensor& positions, const Tensor& inv_freq, int64_t num_rope_heads) override {
     inner_.rope(qkv, positions, inv_freq, num_rope_heads);
   }

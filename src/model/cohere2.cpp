@@ -295,8 +295,8 @@ void Cohere2Model::run_layers(const StepMetadata& meta, std::vector<KvStorage>& 
   const AttentionShape shape = attention_shape();
   const auto eps = static_cast<float>(c.layer_norm_eps);
 
-  // Every buffer below but act_amax is written in full before it is read: none is zeroed (on a GPU, 9 memsets
-  // took 13-18 us of each R7B decode step).
+  // Every buffer below is written in full before it is read: none is zeroed (on a GPU, 9 memsets took 13-18 us
+  // of each R7B decode step).
   const DType adt = b.activation_dtype();
   auto buffer = [&](DType dtype, int64_t cols) { return b.alloc_uninitialized(dtype, Shape{num_tokens, cols}); };
   Tensor h = buffer(adt, c.hidden_size);
@@ -318,12 +318,6 @@ void Cohere2Model::run_layers(const StepMetadata& meta, std::vector<KvStorage>& 
   Tensor x_codes = codes(c.hidden_size), x_scales = token_scales();
   Tensor attn_codes = codes(c.q_size()), attn_scales = token_scales();
   Tensor act_codes = codes(c.intermediate_size), act_scales = token_scales();
-  // Where the backend fuses the FP8 MLP's SwiGLU into its matmuls (Backend::fuses_fp8_mlp): each token's
-  // largest activation in one of two rows, used by fused MLPs in turn (each MLP's down zeroes the row the next
-  // one's gate_up folds into; alloc zeroes both).
-  const bool fused_mlp = fp8 && b.fuses_fp8_mlp(num_tokens, c.hidden_size, c.intermediate_size);
-  Tensor act_amax = fused_mlp ? b.alloc(DType::kF32, Shape{2, num_tokens}) : Tensor{};
-  int64_t fused_mlps = 0;
   // Whether x_codes hold this layer's x; x itself is then not written.
   bool x_quantized = false;
   // Layer i's norm output only ever feeds FP8 projections (false for models without FP8 weights).
@@ -358,20 +352,13 @@ void Cohere2Model::run_layers(const StepMetadata& meta, std::vector<KvStorage>& 
     // streams its weights on all of them. Nothing there allocates (Backend::side_begin).
     {
       const SideQueue side(b);
-      if (fused_mlp && w.gate_up.fp8() && w.down.fp8()) {
-        const int64_t row = fused_mlps++ % 2;
-        const Tensor amax = act_amax.slice_rows(row, row + 1), amax_next = act_amax.slice_rows(1 - row, 2 - row);
-        b.matmul_fp8_swiglu(act, amax, x_codes, x_scales, w.gate_up.weight, w.gate_up.scale);
-        b.matmul_fp8_act(mlp_out, act, amax, amax_next, w.down.weight, w.down.scale);
+      project(gate_up, x, x_codes, x_scales, w.gate_up);
+      if (w.down.fp8()) {
+        b.silu_mul_fp8(act_codes, act_scales, gate_up, act);
       } else {
-        project(gate_up, x, x_codes, x_scales, w.gate_up);
-        if (w.down.fp8()) {
-          b.silu_mul_fp8(act_codes, act_scales, gate_up, act);
-        } else {
-          b.silu_mul(act, gate_up);
-        }
-        project(mlp_out, act, act_codes, act_scales, w.down);
+        b.silu_mul(act, gate_up);
       }
+      project(mlp_out, act, act_codes, act_scales, w.down);
     }
     project(qkv, x, x_codes, x_scales, w.qkv);
     if (spec.rope) {

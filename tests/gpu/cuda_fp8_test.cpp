@@ -288,98 +288,27 @@ TEST_F(CudaFp8Fused, SiluMulFp8) {
   }
 }
 
-// The MLP with its SwiGLU fused into the matmuls (matmul_fp8_swiglu, matmul_fp8_act) against the three ops
-// it replaces (matmul_fp8 for gate_up, silu_mul_fp8, matmul_fp8 for down): the same activation, maxima and
-// output bits. Shapes: R7B's, an intermediate size that is no multiple of 8 rows or of 64 bytes (row copies
-// in down), every token count up to 8, and activations so small that down quantizes them by IEEE division
-// (its faster exact quotient covers scales in [2^-100, 2^100]); three layers in a row, so each parity's
-// maxima are zeroed by the layer before and reused.
-TEST_F(CudaFp8, FusedMlpMatchesTheUnfusedOps) {
-  EXPECT_FALSE(gpu_->fuses_fp8_mlp(1, 4096, 14336));  // off by default
-  gpu_->set_fused_fp8_mlp(true);
-  // Each CTA of the fused down holds T x I codes: R7B's MLP fuses up to 2 tokens, the small ones up to 8.
-  EXPECT_TRUE(gpu_->fuses_fp8_mlp(2, 4096, 14336));
-  EXPECT_FALSE(gpu_->fuses_fp8_mlp(3, 4096, 14336));
-  EXPECT_FALSE(gpu_->fuses_fp8_mlp(9, 512, 1008));
-  struct Shape3 {
-    int64_t hidden, inter;
-    float x_step;  // the tokens' scales: multiples of it
-  };
-  const Shape3 shapes[] = {{4096, 14336, 0.01f}, {512, 1008, 0.01f}, {1040, 2064, 0.01f}, {512, 1008, 1e-19f}};
-  for (const auto& [hidden, inter, x_step] : shapes) {
-    for (int64_t t = 1; t <= 8; ++t) {
-      const std::string what = "T=" + std::to_string(t) + " H=" + std::to_string(hidden) +
-                               " I=" + std::to_string(inter) + " x scale step " + std::to_string(x_step);
-      if (!gpu_->fuses_fp8_mlp(t, hidden, inter)) {
-        EXPECT_GT(t * inter, 2 * 14336) << what;
-        continue;
-      }
-      std::mt19937 rng(static_cast<uint32_t>(t * 7919 + hidden + inter));
-      auto scales = [&](int64_t n, float step) {
-        std::vector<float> v(static_cast<size_t>(n));
-        for (float& e : v) e = step * static_cast<float>(1 + rng() % 100);
-        return gpu_->upload(v.data(), DType::kF32, Shape{n});
-      };
-      const std::vector<uint8_t> x8 = random_codes(rng, t * hidden), gu8 = random_codes(rng, 2 * inter * hidden),
-                                 d8 = random_codes(rng, hidden * inter);
-      const Tensor x = gpu_->upload(x8.data(), DType::kF8E4M3, Shape{t, hidden}), xs = scales(t, x_step);
-      const Tensor gu = gpu_->upload(gu8.data(), DType::kF8E4M3, Shape{2 * inter, hidden});
-      const Tensor gus = scales(2 * inter, 1e-4f);
-      const Tensor d = gpu_->upload(d8.data(), DType::kF8E4M3, Shape{hidden, inter}), ds = scales(hidden, 1e-3f);
-
-      Tensor gate_up = gpu_->alloc(DType::kBF16, Shape{t, 2 * inter}), act = gpu_->alloc(DType::kBF16, Shape{t, inter});
-      Tensor act8 = gpu_->alloc(DType::kF8E4M3, Shape{t, inter}), act_s = gpu_->alloc(DType::kF32, Shape{t});
-      Tensor want = gpu_->alloc(DType::kBF16, Shape{t, hidden});
-      gpu_->matmul_fp8(gate_up, x, xs, gu, gus, 1.0f);
-      gpu_->silu_mul(act, gate_up);
-      gpu_->silu_mul_fp8(act8, act_s, gate_up, act);
-      gpu_->matmul_fp8(want, act8, act_s, d, ds, 1.0f);
-      const std::vector<float> want_act = test::to_f32(*gpu_, act), want_out = test::to_f32(*gpu_, want);
-      std::vector<float> want_scales(static_cast<size_t>(t));
-      gpu_->download(act_s, want_scales.data());
-
-      Tensor amax = gpu_->alloc(DType::kF32, Shape{2, t});
-      Tensor fused_act = gpu_->alloc(DType::kBF16, Shape{t, inter}), out = gpu_->alloc(DType::kBF16, Shape{t, hidden});
-      for (int layer = 0; layer < 3; ++layer) {
-        const Tensor now = amax.slice_rows(layer % 2, layer % 2 + 1);
-        const Tensor next = amax.slice_rows(1 - layer % 2, 2 - layer % 2);
-        gpu_->matmul_fp8_swiglu(fused_act, now, x, xs, gu, gus);
-        std::vector<float> got_amax(static_cast<size_t>(t));
-        gpu_->download(now, got_amax.data());
-        gpu_->matmul_fp8_act(out, fused_act, now, next, d, ds);
-        const std::string at = what + " layer " + std::to_string(layer);
-        ASSERT_EQ(test::to_f32(*gpu_, fused_act), want_act) << at;
-        for (size_t i = 0; i < got_amax.size(); ++i) ASSERT_EQ(fp8::scale_for_amax(got_amax[i]), want_scales[i]) << at;
-        ASSERT_EQ(test::to_f32(*gpu_, out), want_out) << at;
-        EXPECT_EQ(test::to_f32(*gpu_, next), std::vector<float>(static_cast<size_t>(t), 0.0f)) << at;
-      }
-    }
-  }
-}
-
 class CudaFp8Model : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override { TIDE_REQUIRE_GPU(); }
 };
 
-// Prompts are computed in chunks of at most 16 tokens (the small-batch kernel's range); in chunks of at most
-// 4 with the fused MLP (CudaBackend::set_fused_fp8_mlp: every chunk takes it); and with cuBLASLt for every
-// FP8 matmul.
+// Prompts are computed in chunks of at most 16 tokens (the small-batch kernel's range: two token tiles), in
+// chunks of at most 4 (one token tile), and with cuBLASLt for every FP8 matmul.
 TEST_P(CudaFp8Model, LogitsWithinTheFp8AndBf16Bounds) {
   const nlohmann::json g = test::read_json(fixture(GetParam()) / "golden.json");
   const SafetensorsFile tensors = SafetensorsFile::open(fixture(GetParam()) / "golden.safetensors");
-  enum class Path { kSmallKernel, kFusedMlp, kCublas };
-  for (const Path path : {Path::kSmallKernel, Path::kFusedMlp, Path::kCublas}) {
+  enum class Path { kSmallKernel, kSmallChunks, kCublas };
+  for (const Path path : {Path::kSmallKernel, Path::kSmallChunks, Path::kCublas}) {
     EngineOptions options;
     options.quantization = "fp8";
     options.kv_cache_memory = int64_t{256} << 20;
-    options.max_prefill_chunk = path == Path::kFusedMlp ? 4 : 16;
+    options.max_prefill_chunk = path == Path::kSmallChunks ? 4 : 16;
     auto backend = std::make_unique<CudaBackend>();
     backend->set_fp8_small_matmul_max_tokens(path == Path::kCublas ? 0 : 16);
-    backend->set_fused_fp8_mlp(path == Path::kFusedMlp);
     Engine engine(fixture(GetParam()), std::move(backend), options);
     const char* name = path == Path::kSmallKernel ? "small-batch kernel"
-                       : path == Path::kFusedMlp  ? "small-batch kernel, fused MLP"
+                       : path == Path::kSmallChunks ? "small-batch kernel, chunks of 4"
                                                   : "cuBLASLt";
     for (const auto& c : g["cases"]) {
       const std::vector<float> want = test::golden_tensor(tensors, c["logits_tensor"]);

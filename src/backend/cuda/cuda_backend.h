@@ -71,15 +71,6 @@ class CudaBackend final : public Backend {
   // go to cuBLASLt.
   void matmul_fp8(Tensor out, const Tensor& x8, const Tensor& x_scales, const Tensor& w8, const Tensor& w_scales,
                   float alpha) override;
-  // Off unless set_fused_fp8_mlp(true); then up to 8 tokens, while T x I codes fit down's shared memory
-  // (R7B: 2 tokens) and the small-batch kernels run with their own pick (no forced variant): gate_up with the
-  // SwiGLU in its epilogue on the register-fed kernel, down on the streaming kernel, which quantizes act into
-  // each CTA's shared memory first.
-  bool fuses_fp8_mlp(int64_t num_tokens, int64_t hidden, int64_t inter) const override;
-  void matmul_fp8_swiglu(Tensor act, Tensor amax, const Tensor& x8, const Tensor& x_scales, const Tensor& w8,
-                         const Tensor& w_scales) override;
-  void matmul_fp8_act(Tensor out, const Tensor& act, const Tensor& amax, Tensor amax_clear, const Tensor& w8,
-                      const Tensor& w_scales) override;
   // The per-row arrays travel in one asynchronous copy from pinned staging into a device buffer, both kept
   // and grown as needed (a CUDA graph can capture the copy and the kernel once their capacity suffices).
   void sample(Tensor out_ids, Tensor logits, const SamplingBatch& batch) override;
@@ -104,10 +95,6 @@ class CudaBackend final : public Backend {
   // the default; -2: the register-fed kernel for every matrix, its shape chosen per matrix; kernels.h,
   // Fp8SmallMatmul::variant). Returns how many variants there are.
   int set_fp8_small_matmul_variant(int variant);
-  // The fused FP8 MLP (fuses_fp8_mlp): off by default. R7B FP8 decode at 1 and 2 tokens was 7% and 4% slower
-  // with it on the H200 (docs/PERFORMANCE.md, session 10): the decode attention then waits for SMs that the
-  // fused down's CTAs hold. For tests and benchmarks.
-  void set_fused_fp8_mlp(bool on) { fused_fp8_mlp_ = on; }
   // How the streaming FP8 kernel's tensor-map variants copy weights on this driver (kernels.h).
   static const char* fp8_tensor_map_feed();
   // Programmatic dependent launch of tide's kernels (launch.cuh): on by default; off for benchmarks that
@@ -147,7 +134,6 @@ class CudaBackend final : public Backend {
   int num_sms_ = 1;
   int64_t fp8_small_max_tokens_;
   int fp8_small_variant_ = -1;
-  bool fused_fp8_mlp_ = false;
   // Ops go to stream_ (with workspace_ for cuBLASLt): the main stream's, or the side stream's between
   // side_begin() and side_end().
   cudaStream_t stream_ = nullptr;

@@ -92,47 +92,6 @@ void CudaBackend::matmul_fp8(Tensor out, const Tensor& x8, const Tensor& x_scale
                                    out.data, plan.d, &plan.algo, workspace_, workspace_bytes_, stream_));
 }
 
-bool CudaBackend::fuses_fp8_mlp(int64_t num_tokens, int64_t hidden, int64_t inter) const {
-  return fused_fp8_mlp_ && num_tokens >= 1 && num_tokens <= cuda::kFp8SwigluMaxTokens &&
-         num_tokens <= fp8_small_max_tokens_ &&
-         fp8_small_variant_ == -1 && cuda::fp8_small_matmul_supports(num_tokens, hidden, 2 * inter) &&
-         cuda::fp8_small_matmul_supports(num_tokens, inter, hidden) &&
-         cuda::fp8_act_smem_bytes(num_tokens, inter) <= cuda::kFp8ActSmemBudget + 128;
-}
-
-// act: [T, I] bf16, amax: [T] f32 (max-combined), x8: [T, H], w8: [2I, H]
-void CudaBackend::matmul_fp8_swiglu(Tensor act, Tensor amax, const Tensor& x8, const Tensor& x_scales, const Tensor& w8,
-                                    const Tensor& w_scales) {
-  const int64_t t = x8.dim(0), k = x8.dim(1), n = w8.dim(0);
-  TIDE_CHECK(fuses_fp8_mlp(t, k, n / 2) && n % 2 == 0 && w8.dim(1) == k && act.dim(0) == t && act.dim(1) == n / 2 &&
-             amax.numel() == t && x_scales.numel() == t && w_scales.numel() == n);
-  TIDE_CHECK(x8.dtype == DType::kF8E4M3 && w8.dtype == DType::kF8E4M3 && x_scales.dtype == DType::kF32 &&
-             w_scales.dtype == DType::kF32 && act.dtype == DType::kBF16 && amax.dtype == DType::kF32);
-  TIDE_CHECK(aligned16(x8.data) && aligned16(w8.data));
-  const cuda::Fp8SmallMatmul p{act.data, false, static_cast<const uint8_t*>(x8.data),
-                               static_cast<const float*>(x_scales.data), static_cast<const uint8_t*>(w8.data),
-                               static_cast<const float*>(w_scales.data), 1.0f, t, k, n, -1, split_scratch_};
-  cuda::launch_fp8_swiglu_matmul(p, static_cast<uint32_t*>(amax.data), stream_);
-}
-
-// out: [T, N], act: [T, K] bf16, amax / amax_clear: [T] f32, w8: [N, K]
-void CudaBackend::matmul_fp8_act(Tensor out, const Tensor& act, const Tensor& amax, Tensor amax_clear, const Tensor& w8,
-                                 const Tensor& w_scales) {
-  const int64_t t = act.dim(0), k = act.dim(1), n = w8.dim(0);
-  TIDE_CHECK(fuses_fp8_mlp(t, n, k) && w8.dim(1) == k && out.dim(0) == t && out.dim(1) == n && amax.numel() == t &&
-             amax_clear.numel() == t && w_scales.numel() == n && amax.data != amax_clear.data);
-  TIDE_CHECK(act.dtype == DType::kBF16 && w8.dtype == DType::kF8E4M3 && w_scales.dtype == DType::kF32 &&
-             amax.dtype == DType::kF32 && amax_clear.dtype == DType::kF32 &&
-             (out.dtype == DType::kBF16 || out.dtype == DType::kF32));
-  TIDE_CHECK(aligned16(act.data) && aligned16(w8.data));
-  cuda::Fp8SmallMatmul p{out.data, out.dtype == DType::kF32, nullptr, nullptr, static_cast<const uint8_t*>(w8.data),
-                         static_cast<const float*>(w_scales.data), 1.0f, t, k, n, -1, split_scratch_};
-  p.act = static_cast<const cuda::bf16*>(act.data);
-  p.act_amax = static_cast<const uint32_t*>(amax.data);
-  p.amax_clear = static_cast<uint32_t*>(amax_clear.data);
-  cuda::launch_fp8_act_matmul(p, num_sms_, stream_);
-}
-
 void CudaBackend::set_fp8_small_matmul_max_tokens(int64_t t) {
   fp8_small_max_tokens_ = std::clamp<int64_t>(t, 0, cuda::kFp8SmallMatmulMaxTokens);
 }

@@ -14,7 +14,6 @@
 
 #include <array>
 
-#include "backend/cuda/activation.cuh"
 #include "backend/cuda/fp8_mma.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/launch.cuh"
@@ -35,15 +34,12 @@ __device__ __forceinline__ uint4 load_weight(const uint8_t* p) {
 }
 
 // kMTiles: 16-row weight tiles per CTA; kNTiles: 8-token tiles (T <= 8 kNTiles); kU: 64-byte steps of K in
-// flight per warp. kSwiglu (one m-tile, one n-tile): w8 holds gate rows [0, I) then up rows [I, 2 I) (n = 2 I);
-// the CTA's m-tile rows g are gate rows 8 b + g and rows g + 8 the matching up rows, and the CTA writes
-// silu(gate) * up to out [T, I] and folds each token's largest magnitude into amax[t] (kernels.h).
-template <int kMTiles, int kNTiles, int kU, typename Out, bool kSwiglu = false>
+// flight per warp.
+template <int kMTiles, int kNTiles, int kU, typename Out>
 __global__ void __launch_bounds__(kWarps * 32)
     fp8_small_matmul_kernel(Out* __restrict__ out, const uint8_t* __restrict__ x8, const float* __restrict__ x_scales,
                             const uint8_t* __restrict__ w8, const float* __restrict__ w_scales, float alpha,
-                            int num_tokens, int k, int n, uint32_t* __restrict__ amax) {
-  static_assert(!kSwiglu || (kMTiles == 1 && kNTiles == 1));
+                            int num_tokens, int k, int n) {
   constexpr int kRows = 16 * kMTiles;
   constexpr int kCols = 8 * kNTiles;
   __shared__ float partial[kWarps][kRows][kCols];
@@ -54,17 +50,11 @@ __global__ void __launch_bounds__(kWarps * 32)
 
   // Rows past n read the last row (their results are never written); tokens past T read nothing.
   const uint8_t* w_rows[kMTiles][2];
-  if constexpr (kSwiglu) {
-    const int inter = n / 2, a = min(8 * static_cast<int>(blockIdx.x) + g, inter - 1);
-    w_rows[0][0] = w8 + static_cast<int64_t>(a) * k + 16 * q;
-    w_rows[0][1] = w8 + static_cast<int64_t>(inter + a) * k + 16 * q;
-  } else {
 #pragma unroll
-    for (int m = 0; m < kMTiles; ++m) {
+  for (int m = 0; m < kMTiles; ++m) {
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        w_rows[m][h] = w8 + static_cast<int64_t>(min(row0 + 16 * m + 8 * h + g, n - 1)) * k + 16 * q;
-      }
+    for (int h = 0; h < 2; ++h) {
+      w_rows[m][h] = w8 + static_cast<int64_t>(min(row0 + 16 * m + 8 * h + g, n - 1)) * k + 16 * q;
     }
   }
   const TokenRows<kNTiles> tokens(x8, num_tokens, k, g, q);
@@ -126,35 +116,14 @@ __global__ void __launch_bounds__(kWarps * 32)
     }
   }
   __syncthreads();
-  if constexpr (kSwiglu) {
-    // Thread 8 t + r: activation 8 b + r of token t, from gate row r and up row r + 8 of the tile, each
-    // rounded to the output type first as matmul_fp8 writes them; the 8 threads of a token then combine
-    // their magnitudes (a maximum does not depend on order) and one of them folds it into amax[t].
-    const int inter = n / 2, r = threadIdx.x % 8, token = threadIdx.x / 8, a = 8 * static_cast<int>(blockIdx.x) + r;
-    float mag = 0.0f;
-    if (threadIdx.x < 64 && token < num_tokens && a < inter) {
-      float gate = 0.0f, up = 0.0f;
+  // Consecutive threads take consecutive rows of one token: out's [T, N] rows are written in runs.
+  for (int i = threadIdx.x; i < kRows * kCols; i += kWarps * 32) {
+    const int token = i / kRows, r = i % kRows, row = row0 + r;
+    if (token >= num_tokens || row >= n) continue;
+    float sum = 0.0f;
 #pragma unroll
-      for (int v = 0; v < kWarps; ++v) gate += partial[v][r][token], up += partial[v][r + 8][token];
-      const float gv = __bfloat162float(__float2bfloat16(alpha * x_scales[token] * w_scales[a] * gate));
-      const float uv = __bfloat162float(__float2bfloat16(alpha * x_scales[token] * w_scales[inter + a] * up));
-      const bf16 y = silu_mul_value(gv, uv);
-      out[static_cast<int64_t>(token) * inter + a] = y;
-      mag = fabsf(__bfloat162float(y));
-    }
-#pragma unroll
-    for (int o = 4; o > 0; o /= 2) mag = fmaxf(mag, __shfl_xor_sync(0xffffffffu, mag, o));
-    if (threadIdx.x < 64 && r == 0 && token < num_tokens && mag > 0.0f) atomicMax(&amax[token], __float_as_uint(mag));
-  } else {
-    // Consecutive threads take consecutive rows of one token: out's [T, N] rows are written in runs.
-    for (int i = threadIdx.x; i < kRows * kCols; i += kWarps * 32) {
-      const int token = i / kRows, r = i % kRows, row = row0 + r;
-      if (token >= num_tokens || row >= n) continue;
-      float sum = 0.0f;
-#pragma unroll
-      for (int v = 0; v < kWarps; ++v) sum += partial[v][r][token];
-      out[static_cast<int64_t>(token) * n + row] = to_out<Out>(alpha * x_scales[token] * w_scales[row] * sum);
-    }
+    for (int v = 0; v < kWarps; ++v) sum += partial[v][r][token];
+    out[static_cast<int64_t>(token) * n + row] = to_out<Out>(alpha * x_scales[token] * w_scales[row] * sum);
   }
 }
 
@@ -164,7 +133,7 @@ void launch(Out* out, const Fp8SmallMatmul& p, cudaStream_t stream) {
   const auto grid = static_cast<unsigned>((p.n + rows_per_cta - 1) / rows_per_cta);
   launch_kernel(fp8_small_matmul_kernel<kMTiles, kNTiles, kU, Out>, grid, kWarps * 32, 0, stream,
       out, p.x8, p.x_scales, p.w8, p.w_scales, p.alpha, static_cast<int>(p.num_tokens), static_cast<int>(p.k),
-      static_cast<int>(p.n), nullptr);
+      static_cast<int>(p.n));
 }
 
 // The kernel's shapes: 16-row m-tiles per CTA, 8-token n-tiles, 64-byte steps in flight per warp. More in
@@ -267,23 +236,6 @@ constexpr int kLongKStreamVariant = 3;
 constexpr int kWideStreamVariant = 3;
 
 }  // namespace
-
-void launch_fp8_swiglu_matmul(const Fp8SmallMatmul& p, uint32_t* amax, cudaStream_t stream) {
-  TIDE_CHECK(!p.out_f32 && p.num_tokens >= 1 && p.num_tokens <= kFp8SwigluMaxTokens && p.n % 2 == 0 &&
-             fp8_small_matmul_supports(p.num_tokens, p.k, p.n));
-  // 16 rows x 8 steps in flight per warp, as the register-fed pick for R7B's and Command-A's gate_up.
-  const auto grid = static_cast<unsigned>((p.n / 2 + 7) / 8);
-  launch_kernel(fp8_small_matmul_kernel<1, 1, 8, bf16, true>, grid, kWarps * 32, 0, stream, static_cast<bf16*>(p.out),
-                p.x8, p.x_scales, p.w8, p.w_scales, p.alpha, static_cast<int>(p.num_tokens), static_cast<int>(p.k),
-                static_cast<int>(p.n), amax);
-}
-
-void launch_fp8_act_matmul(const Fp8SmallMatmul& p, int num_sms, cudaStream_t stream) {
-  TIDE_CHECK(p.act != nullptr && p.num_tokens >= 1 && p.num_tokens <= kFp8SwigluMaxTokens &&
-             fp8_small_matmul_supports(p.num_tokens, p.k, p.n));
-  const StreamVariant& v = kStreamVariants[kLongKStreamVariant];
-  launch_fp8_stream_matmul(p, v.tensor_map, v.stages, num_sms, v.ctas_per_sm, stream);
-}
 
 int fp8_small_matmul_num_variants() { return kNumVariants + kNumStreamVariants; }
 

@@ -20,7 +20,6 @@
 // store its partial sums in a scratch slot; the last to arrive (counted atomically) adds the slots in CTA
 // order, so the result does not depend on which CTA finishes first (backend/stream_k.h).
 #include <cuda_bf16.h>
-#include <cuda_fp8.h>
 #include <cudaTypedefs.h>
 
 #include <algorithm>
@@ -30,7 +29,6 @@
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/launch.cuh"
 #include "backend/stream_k.h"
-#include "core/fp8.h"
 
 namespace tide::cuda {
 namespace {
@@ -75,54 +73,14 @@ __device__ __forceinline__ void consumer_sync() {
   asm volatile("bar.sync 1, %0;" ::"n"(32 * kConsumerWarps) : "memory");
 }
 
-// A token's activation scale for quantizing as act is read: x / scale correctly rounded (the quotient
-// quantize_fp8 rounds to e4m3) costs a multiplication and two fused multiply-adds where the scale is in
-// [2^-100, 2^100] (Markstein: with y = RN(1/s), q = RN(x y) and r = x - s q exact, RN(q + r y) = RN(x / s) for
-// normal x and a quotient in range; a subnormal x gives |x / s| < 2^-26, a zero code either way); outside
-// that range, IEEE division.
-struct ActScale {
-  float scale, inverse;
-  bool fast;
-
-  __device__ __forceinline__ float divide(float x) const {
-    if (!fast) return __fdiv_rn(x, scale);
-    const float q = __fmul_rn(x, inverse);
-    return __fmaf_rn(__fmaf_rn(-q, scale, x), inverse, q);
-  }
-};
-
-__device__ __forceinline__ ActScale act_scale_of(float s) {
-  return ActScale{s, __fdiv_rn(1.0f, s), s >= 0x1p-100f && s <= 0x1p100f};
-}
-
-// 16 consecutive activations (bf16), quantized as quantize_fp8 does (the rounded quotient, then the e4m3
-// conversion), packed in order as 16 codes.
-__device__ __forceinline__ uint4 quantize16(const uint4 (&raw)[2], const ActScale& s) {
-  uint32_t words[4];
-#pragma unroll
-  for (int w = 0; w < 4; ++w) {
-    const uint32_t lo = (&raw[w / 2].x)[2 * (w % 2)], hi = (&raw[w / 2].x)[2 * (w % 2) + 1];
-    const float2 a = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&lo));
-    const float2 b = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&hi));
-    const uint32_t p0 = __nv_cvt_float2_to_fp8x2(make_float2(s.divide(a.x), s.divide(a.y)), __NV_SATFINITE, __NV_E4M3);
-    const uint32_t p1 = __nv_cvt_float2_to_fp8x2(make_float2(s.divide(b.x), s.divide(b.y)), __NV_SATFINITE, __NV_E4M3);
-    words[w] = (p0 & 0xFFFFu) | (p1 << 16);
-  }
-  return make_uint4(words[0], words[1], words[2], words[3]);
-}
-
 // `map` (the weights as a 3D tensor: 64 bytes, then rows and 64-byte steps in the feed's order) is read by
-// the tensor feeds only. kAct: the input is act (bf16) with per-token maxima act_amax instead of x8 /
-// x_scales (Fp8SmallMatmul::act; one n-tile).
-template <int kNTiles, typename Out, Feed kFeed, bool kAct = false>
+// the tensor feeds only.
+template <int kNTiles, typename Out, Feed kFeed>
 __global__ void __launch_bounds__(kThreads, kMaxCtasPerSm)
     fp8_stream_matmul_kernel(Out* __restrict__ out, const uint8_t* __restrict__ x8, const float* __restrict__ x_scales,
                              const uint8_t* __restrict__ w8, const float* __restrict__ w_scales, float alpha,
                              int num_tokens, int k, int n, int stages, int* __restrict__ counters,
-                             float* __restrict__ partials, const __grid_constant__ CUtensorMap map,
-                             const bf16* __restrict__ act, const uint32_t* __restrict__ act_amax,
-                             uint32_t* __restrict__ amax_clear) {
-  static_assert(!kAct || kNTiles == 1);
+                             float* __restrict__ partials, const __grid_constant__ CUtensorMap map) {
   constexpr int kCols = 8 * kNTiles;
   constexpr StageLayout kLayout = layout_of(kFeed);
   extern __shared__ __align__(128) uint8_t smem[];
@@ -185,52 +143,12 @@ __global__ void __launch_bounds__(kThreads, kMaxCtasPerSm)
 
   grid_dependency_wait();
   allow_dependent_launch();
-  // kAct: the activations, quantized once per CTA into shared memory after the stages and their barriers:
-  // token t's codes at x_smem + t * (k + 64) (rows 64 bytes apart in the banks).
-  const uint32_t x_smem = (empty0 + 8 * stages + 127) & ~127u;
-  const int x_stride = k + 64;
-  if constexpr (kAct) {
-    // The scales of the tokens' activations (the finished maxima of the kernel before).
-    if (threadIdx.x < kCols) {
-      token_scale[threadIdx.x] =
-          threadIdx.x < num_tokens ? fp8::scale_for_amax(__uint_as_float(__ldcg(&act_amax[threadIdx.x]))) : 1.0f;
-      if (blockIdx.x == 0 && threadIdx.x < num_tokens) amax_clear[threadIdx.x] = 0;
-    }
-    consumer_sync();
-    // 16 activations per item, four items in flight per thread.
-    const int per_token = k / 16, items = num_tokens * per_token;
-    for (int i0 = threadIdx.x; i0 < items; i0 += 4 * 32 * kConsumerWarps) {
-      uint4 raw[4][2];
-#pragma unroll
-      for (int u = 0; u < 4; ++u) {
-        const int i = i0 + u * 32 * kConsumerWarps;
-        const bf16* from = act + static_cast<int64_t>(i / per_token) * k + 16 * (i % per_token);
-        const auto* p = reinterpret_cast<const uint4*>(from);
-        raw[u][0] = i < items ? __ldcg(p) : make_uint4(0, 0, 0, 0);
-        raw[u][1] = i < items ? __ldcg(p + 1) : make_uint4(0, 0, 0, 0);
-      }
-#pragma unroll
-      for (int u = 0; u < 4; ++u) {
-        const int i = i0 + u * 32 * kConsumerWarps;
-        if (i < items) {
-          const int token = i / per_token;
-          const uint4 codes = quantize16(raw[u], act_scale_of(token_scale[token]));
-          sts128(x_smem + token * x_stride + 16 * (i % per_token), codes);
-        }
-      }
-    }
-    consumer_sync();
-  } else {
-    if (threadIdx.x < kCols) token_scale[threadIdx.x] = threadIdx.x < num_tokens ? x_scales[threadIdx.x] : 1.0f;
-  }
+  if (threadIdx.x < kCols) token_scale[threadIdx.x] = threadIdx.x < num_tokens ? x_scales[threadIdx.x] : 1.0f;
 
   // Lane (g, q) of a consumer warp: as in fp8_small_matmul.cu, the 16 bytes at 16 q of rows g and g + 8 and
   // of tokens g (and g + 8 with two n-tiles) per 64-byte step; warp w takes steps w, w + 4, ... of a stage.
   const int g = lane / 4, q = lane % 4;
   const TokenRows<kNTiles> tokens(x8, num_tokens, k, g, q);
-  // kAct: lane (g, q)'s codes of token g, from byte 16 q of each step.
-  const bool act_row = kAct && g < num_tokens;
-  const uint32_t x_at = x_smem + g * x_stride + 16 * q;
   const uint4 zero = make_uint4(0, 0, 0, 0);
   const int64_t first_tile = u_begin / chunks;
 
@@ -244,22 +162,13 @@ __global__ void __launch_bounds__(kThreads, kMaxCtasPerSm)
       const int k0 = chunk * kChunk, len = min(kChunk, k - k0);
       const uint32_t a = stage0 + s * kLayout.bytes + g * kLayout.row_stride + 16 * q;
       uint4 w[kStepsPerWarp][2], x[kStepsPerWarp][kNTiles];
-      if constexpr (kAct) {
 #pragma unroll
-        for (int t = 0; t < kStepsPerWarp; ++t) {
-          const int offset = (warp + kConsumerWarps * t) * kStepBytes;
-          x[t][0] = act_row && offset + 16 * q < len ? lds128(x_at + k0 + offset) : zero;
-        }
-      } else {
+      for (int t = 0; t < kStepsPerWarp; ++t) {
+        const int offset = (warp + kConsumerWarps * t) * kStepBytes;
+        const bool inside = offset + 16 * q < len;  // K is a multiple of 16
 #pragma unroll
-        for (int t = 0; t < kStepsPerWarp; ++t) {
-          const int offset = (warp + kConsumerWarps * t) * kStepBytes;
-          const bool inside = offset + 16 * q < len;  // K is a multiple of 16
-#pragma unroll
-          for (int j = 0; j < kNTiles; ++j) {
-            x[t][j] = inside && tokens.has[j] ? __ldg(reinterpret_cast<const uint4*>(tokens.row[j] + k0 + offset))
-                                              : zero;
-          }
+        for (int j = 0; j < kNTiles; ++j) {
+          x[t][j] = inside && tokens.has[j] ? __ldg(reinterpret_cast<const uint4*>(tokens.row[j] + k0 + offset)) : zero;
         }
       }
       mbar_wait(full0 + 8 * s, phase);
@@ -385,36 +294,32 @@ Feed tensor_feed() {
   return feed;
 }
 
-template <int kNTiles, typename Out, Feed kFeed, bool kAct>
+template <int kNTiles, typename Out, Feed kFeed>
 void launch(Out* out, const Fp8SmallMatmul& p, const CUtensorMap& map, int stages, int num_sms, int ctas_per_sm,
             cudaStream_t stream) {
-  auto* kernel = fp8_stream_matmul_kernel<kNTiles, Out, kFeed, kAct>;
+  auto* kernel = fp8_stream_matmul_kernel<kNTiles, Out, kFeed>;
   static const bool configured = [&] {
     TIDE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(smem_bytes(kFeed, kFp8StreamMaxStages) +
-                                                          (kAct ? kFp8ActSmemBudget + 128 : 0))));
+                                         static_cast<int>(smem_bytes(kFeed, kFp8StreamMaxStages))));
     return true;
   }();
   (void)configured;
   const int64_t units = (p.n + kTileRows - 1) / kTileRows * ((p.k + kChunk - 1) / kChunk);
   const auto grid = static_cast<unsigned>(std::min<int64_t>(units, int64_t{num_sms} * ctas_per_sm));
-  const size_t smem = smem_bytes(kFeed, stages) + (kAct ? fp8_act_smem_bytes(p.num_tokens, p.k) : 0);
+  const size_t smem = smem_bytes(kFeed, stages);
   launch_kernel(kernel, grid, kThreads, smem, stream, out, p.x8, p.x_scales, p.w8, p.w_scales,
                 p.alpha, static_cast<int>(p.num_tokens), static_cast<int>(p.k), static_cast<int>(p.n), stages,
                 static_cast<int*>(p.split_scratch),
-                reinterpret_cast<float*>(static_cast<char*>(p.split_scratch) + kFp8SplitCountersBytes), map, p.act,
-                p.act_amax, p.amax_clear);
+                reinterpret_cast<float*>(static_cast<char*>(p.split_scratch) + kFp8SplitCountersBytes), map);
 }
 
 template <typename Out, Feed kFeed>
 void dispatch(Out* out, const Fp8SmallMatmul& p, const CUtensorMap& map, int stages, int num_sms, int ctas_per_sm,
               cudaStream_t stream) {
-  if (p.act != nullptr) {
-    launch<1, Out, kFeed, true>(out, p, map, stages, num_sms, ctas_per_sm, stream);
-  } else if (p.num_tokens <= 8) {
-    launch<1, Out, kFeed, false>(out, p, map, stages, num_sms, ctas_per_sm, stream);
+  if (p.num_tokens <= 8) {
+    launch<1, Out, kFeed>(out, p, map, stages, num_sms, ctas_per_sm, stream);
   } else {
-    launch<2, Out, kFeed, false>(out, p, map, stages, num_sms, ctas_per_sm, stream);
+    launch<2, Out, kFeed>(out, p, map, stages, num_sms, ctas_per_sm, stream);
   }
 }
 
@@ -439,10 +344,6 @@ void dispatch(Out* out, const Fp8SmallMatmul& p, bool tensor_map, int stages, in
 
 }  // namespace
 
-size_t fp8_act_smem_bytes(int64_t num_tokens, int64_t k) {
-  return 128 + static_cast<size_t>(num_tokens) * static_cast<size_t>(k + 64);
-}
-
 const char* fp8_stream_tensor_feed() {
   switch (tensor_feed()) {
     case Feed::kTensorStepMajor: return "step-major";
@@ -460,8 +361,6 @@ void launch_fp8_stream_matmul(const Fp8SmallMatmul& p, bool tensor_map, int stag
                               cudaStream_t stream) {
   TIDE_CHECK(stages >= 2 && stages <= kFp8StreamMaxStages && ctas_per_sm >= 1 && ctas_per_sm <= kMaxCtasPerSm);
   TIDE_CHECK(int64_t{num_sms} * kMaxCtasPerSm * sizeof(int) <= kSwigluSplitSyncOffset);
-  TIDE_CHECK(p.act == nullptr || (p.num_tokens <= 8 && p.act_amax != nullptr && p.amax_clear != nullptr &&
-                                   fp8_act_smem_bytes(p.num_tokens, p.k) <= kFp8ActSmemBudget + 128));
   if (p.out_f32) {
     dispatch(static_cast<float*>(p.out), p, tensor_map, stages, num_sms, ctas_per_sm, stream);
   } else {

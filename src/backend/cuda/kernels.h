@@ -99,34 +99,12 @@ struct Fp8SmallMatmul {
   // Zeroed scratch of the stream's split tiles (fp8_stream_matmul.cu), fp8_split_scratch_bytes() long; one
   // per stream (kernels of one stream use it one after another). Its counters are left zero by every kernel.
   void* split_scratch = nullptr;
-  // The streaming kernel's other input (launch_fp8_stream_matmul only): with act set, x8 and x_scales are
-  // unused and each token's row of act [T, K] (bf16) is quantized as it is read, with the scale of the token's
-  // largest magnitude act_amax[t] (f32 bits; core/fp8.h: one rounded division, e4m3). CTA 0 zeroes
-  // amax_clear[0, T) once the kernel before it has completed.
-  const bf16* act = nullptr;
-  const uint32_t* act_amax = nullptr;
-  uint32_t* amax_clear = nullptr;
 };
 // How many kernel shapes there are (variants 0 .. n-1; one that does not suit T falls back to the pick).
 int fp8_small_matmul_num_variants();
 // Whether the kernel takes this shape: 1 <= T <= kFp8SmallMatmulMaxTokens, K a multiple of 16.
 bool fp8_small_matmul_supports(int64_t num_tokens, int64_t k, int64_t n);
 void launch_fp8_small_matmul(const Fp8SmallMatmul& p, int num_sms, cudaStream_t stream);
-// The MLP's gate_up product and SwiGLU in one launch of the register-fed kernel, for T <= 8: w8 is
-// [2 I, K] (gate rows, then up rows; p.n = 2 I) and each CTA takes 8 gate rows and the 8 up rows of the same
-// activations, so it writes act[T, I] = silu(gate) * up (bf16, each product rounded to bf16 first: the bits
-// of matmul_fp8 + silu_mul) to p.out and folds each token's largest |act| into amax[t] (f32 bits, atomicMax:
-// zero before the launch). No FP8 codes are written: the down projection quantizes act as it reads it
-// (Fp8SmallMatmul::act).
-inline constexpr int64_t kFp8SwigluMaxTokens = 8;
-void launch_fp8_swiglu_matmul(const Fp8SmallMatmul& p, uint32_t* amax, cudaStream_t stream);
-// The down projection of that MLP: p.act / p.act_amax / p.amax_clear set, on the streaming kernel in the
-// shape the dispatch gives down. Each CTA quantizes the activations into its shared memory once, so T * K is
-// bounded: fp8_act_smem_bytes(T, K) <= kFp8ActSmemBudget + 128 (two CTAs of four stages still fit an SM).
-inline constexpr size_t kFp8ActSmemBudget = 40 * 1024;
-size_t fp8_act_smem_bytes(int64_t num_tokens, int64_t k);
-void launch_fp8_act_matmul(const Fp8SmallMatmul& p, int num_sms, cudaStream_t stream);
-
 // The same product with the weights streamed through shared memory by bulk copies (fp8_stream_matmul.cu):
 // `stages` stages of 16-17 KB in flight per CTA, `ctas_per_sm` (1 or 2) CTAs per SM; with `tensor_map`, one
 // tensor-map copy per stage where the shape allows (K a multiple of 64), else one bulk copy per weight row.
