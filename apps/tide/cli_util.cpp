@@ -73,6 +73,10 @@ void add_engine_flags(CLI::App* cmd, EngineFlags& flags) {
                   "fp8: quantize the linear layers to FP8 E4M3 at load (one scale per weight row, activations per "
                   "token); FP8 checkpoints are read as FP8 without it")
       ->check(CLI::IsMember({"fp8"}));
+  cmd->add_option("--kv-cache-dtype", o.kv_cache_dtype,
+                  "auto: the KV cache in the activation dtype; fp8 (fp8_e4m3): E4M3 codes with one scale per "
+                  "head's key or value vector, about half the bytes (CPU backend only for now)")
+      ->check(CLI::IsMember({"auto", "fp8", "fp8_e4m3"}));
   cmd->add_option("--max-num-seqs", o.max_num_seqs, "Requests running at once")->capture_default_str();
   cmd->add_option("--max-num-batched-tokens", o.max_num_batched_tokens,
                   "Tokens of one forward step, all requests together")

@@ -36,16 +36,28 @@ struct AttentionBatch {
   int64_t max_seq_tokens = 0;  // host copy of the most new tokens of one sequence (1: decode only)
 };
 
-// KV storage of one layer group: [num_blocks, num_layers_in_group, 2 (K, V), block_size, num_heads_kv, D].
+// The element type of the KV cache: the backend's activation dtype, or FP8 E4M3 with one scale per stored
+// vector (--kv-cache-dtype fp8).
+enum class KvCacheDtype { kAuto, kFp8 };
+
+// KV storage of one layer group: data [num_blocks, num_layers_in_group, 2 (K, V), block_size, num_heads_kv, D].
+// FP8 (data F8E4M3): each head's D values of one position's K (or V) are one vector, quantized with its own
+// scale amax / 448 (core/fp8.h); `scales` [num_blocks, num_layers_in_group, 2, num_heads_kv, block_size] F32
+// holds them (a head's positions of a block together), and is empty otherwise.
 struct KvStorage {
   Tensor data;
   int64_t num_layers = 0;
   int64_t block_size = 0;
+  Tensor scales = {};
+
+  bool fp8() const { return data.dtype == DType::kF8E4M3; }
 };
 
-// Bytes of one block of `kv` (K and V of all its layers for block_size positions).
+// Bytes of one block of `kv` (K and V of all its layers for block_size positions, and their scales).
 inline size_t kv_block_bytes(const KvStorage& kv) {
-  return kv.data.dim(0) == 0 ? 0 : kv.data.nbytes() / static_cast<size_t>(kv.data.dim(0));
+  if (kv.data.dim(0) == 0) return 0;
+  const auto blocks = static_cast<size_t>(kv.data.dim(0));
+  return kv.data.nbytes() / blocks + (kv.fp8() ? kv.scales.nbytes() / blocks : 0);
 }
 
 // Whether `copy` addresses a block of `kv` and a slot of `host` ([slots, block bytes]).
@@ -113,6 +125,8 @@ class Backend {
   virtual std::optional<MemoryInfo> memory_info() const { return std::nullopt; }
   // Whether quantize_fp8 / layer_norm_fp8 / matmul_fp8 are implemented (FP8 models can run).
   virtual bool supports_fp8() const { return false; }
+  // Whether store_kv / rope_store_kv / attention / copy_blocks take FP8 KV storage (KvStorage::fp8).
+  virtual bool supports_fp8_kv() const { return false; }
   // Throws tide::Error: `op` is not implemented by this backend.
   [[noreturn]] void unsupported(const char* op) const;
   // Makes the calling thread ready to issue this backend's ops (the CUDA backend selects its device, which is

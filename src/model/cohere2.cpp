@@ -218,19 +218,29 @@ Cohere2Model Cohere2Model::load(const std::filesystem::path& dir, Backend& backe
   return Cohere2Model(std::move(config), std::move(weights), backend);
 }
 
-int64_t Cohere2Model::kv_block_bytes(int group, int64_t block_size) const {
+int64_t Cohere2Model::kv_block_bytes(int group, int64_t block_size, KvCacheDtype dtype) const {
   const int64_t layers = config_.groups[static_cast<size_t>(group)].num_layers();
+  if (dtype == KvCacheDtype::kFp8) {
+    // A code per value and an F32 scale per head's vector (backend.h, KvStorage).
+    return layers * 2 * block_size * (config_.kv_size() + config_.num_heads_kv * static_cast<int64_t>(sizeof(float)));
+  }
   return layers * 2 * block_size * config_.kv_size() * static_cast<int64_t>(dtype_size(backend_->weight_dtype()));
 }
 
-std::vector<KvStorage> Cohere2Model::allocate_kv(int64_t block_size, const std::vector<int32_t>& num_blocks) const {
+std::vector<KvStorage> Cohere2Model::allocate_kv(int64_t block_size, const std::vector<int32_t>& num_blocks,
+                                                 KvCacheDtype dtype) const {
   TIDE_CHECK(num_blocks.size() == config_.groups.size());
+  if (dtype == KvCacheDtype::kFp8 && !backend_->supports_fp8_kv()) fail("this backend has no FP8 KV cache");
   std::vector<KvStorage> kv;
   for (size_t g = 0; g < config_.groups.size(); ++g) {
     const int64_t layers = config_.groups[g].num_layers();
-    Tensor data = backend_->alloc(backend_->weight_dtype(),
+    const bool fp8 = dtype == KvCacheDtype::kFp8;
+    Tensor data = backend_->alloc(fp8 ? DType::kF8E4M3 : backend_->weight_dtype(),
                                   Shape{num_blocks[g], layers, 2 * block_size, config_.kv_size()});
-    kv.push_back(KvStorage{data, layers, block_size});
+    Tensor scales =
+        fp8 ? backend_->alloc(DType::kF32, Shape{num_blocks[g], layers, 2 * config_.num_heads_kv, block_size})
+            : Tensor{};
+    kv.push_back(KvStorage{data, layers, block_size, scales});
   }
   return kv;
 }

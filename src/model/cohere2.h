@@ -30,9 +30,11 @@ class Cohere2Model {
   Backend& backend() const { return *backend_; }
 
   // Bytes of one KV block of layer group `group` (K and V of all its layers for block_size positions).
-  int64_t kv_block_bytes(int group, int64_t block_size) const;
-  // Allocates KV storage for each layer group: num_blocks[g] blocks of block_size positions.
-  std::vector<KvStorage> allocate_kv(int64_t block_size, const std::vector<int32_t>& num_blocks) const;
+  int64_t kv_block_bytes(int group, int64_t block_size, KvCacheDtype dtype = KvCacheDtype::kAuto) const;
+  // Allocates KV storage for each layer group: num_blocks[g] blocks of block_size positions. Throws
+  // tide::Error for an FP8 cache on a backend without one (Backend::supports_fp8_kv).
+  std::vector<KvStorage> allocate_kv(int64_t block_size, const std::vector<int32_t>& num_blocks,
+                                     KvCacheDtype dtype = KvCacheDtype::kAuto) const;
 
   // Runs one step. Writes the new tokens' K/V into `kv` (one storage per group) through the batch's block
   // tables, then returns logits [batch.logit_indices.size(), vocab] (f32, in backend memory), valid until the

@@ -19,6 +19,7 @@ namespace {
 // of full-context sequences.
 std::vector<int32_t> split_budget(const Cohere2Model& model, const EngineOptions& options, int64_t budget) {
   const ModelConfig& c = model.config();
+  const KvCacheDtype dtype = kv_cache_dtype(options, model.backend());
   const int64_t context = options.max_model_len > 0 ? options.max_model_len : c.max_position_embeddings;
   const size_t num_groups = c.groups.size();
   std::vector<double> need(num_groups), reserved(num_groups, 0.0);
@@ -27,10 +28,11 @@ std::vector<int32_t> split_budget(const Cohere2Model& model, const EngineOptions
     const int64_t window = c.groups[g].window;
     const int64_t tokens =
         window == 0 ? context : std::min(window + options.max_prefill_chunk + options.block_size, context);
-    const double bytes = static_cast<double>(tokens) * static_cast<double>(model.kv_block_bytes(static_cast<int>(g), 1));
+    const auto group = static_cast<int>(g);
+    const double bytes = static_cast<double>(tokens) * static_cast<double>(model.kv_block_bytes(group, 1, dtype));
     need[g] = bytes;
     total_need += bytes;
-    if (window != 0) reserved[g] = bytes + static_cast<double>(model.kv_block_bytes(static_cast<int>(g), options.block_size));
+    if (window != 0) reserved[g] = bytes + static_cast<double>(model.kv_block_bytes(group, options.block_size, dtype));
     total_reserved += reserved[g];
   }
   const bool reserve = total_reserved < static_cast<double>(budget);
@@ -38,7 +40,8 @@ std::vector<int32_t> split_budget(const Cohere2Model& model, const EngineOptions
   std::vector<int32_t> blocks;
   for (size_t g = 0; g < num_groups; ++g) {
     const double share = (reserve ? reserved[g] : 0.0) + rest * need[g] / total_need;
-    const double n = share / static_cast<double>(model.kv_block_bytes(static_cast<int>(g), options.block_size));
+    const int64_t block_bytes = model.kv_block_bytes(static_cast<int>(g), options.block_size, dtype);
+    const double n = share / static_cast<double>(block_bytes);
     blocks.push_back(static_cast<int32_t>(std::min<double>(n, INT32_MAX)));
   }
   return blocks;
@@ -81,6 +84,16 @@ class ScopedSequence {
 };
 
 }  // namespace
+
+KvCacheDtype kv_cache_dtype(const EngineOptions& options, const Backend& backend) {
+  const std::string& d = options.kv_cache_dtype;
+  if (d.empty() || d == "auto") return KvCacheDtype::kAuto;
+  if (d != "fp8" && d != "fp8_e4m3") fail("--kv-cache-dtype must be auto or fp8 (fp8_e4m3), got '{}'", d);
+  if (!backend.supports_fp8_kv()) {
+    fail("--kv-cache-dtype {}: the {} backend has no FP8 KV cache yet", d, backend.name());
+  }
+  return KvCacheDtype::kFp8;
+}
 
 EngineOptions resolve_kv_budget(EngineOptions options, const Cohere2Model& model) {
   const int64_t model_max = model.config().max_position_embeddings;
@@ -154,10 +167,10 @@ Engine::Engine(const std::filesystem::path& model_dir, std::unique_ptr<Backend> 
   for (int p = 0; p < kv_manager_.num_pools(); ++p) {
     const PoolSpec& spec = kv_manager_.spec(p);
     num_blocks.push_back(spec.num_blocks);
-    const int64_t block_bytes = model_.kv_block_bytes(p, options_.block_size);
+    const int64_t block_bytes = model_.kv_block_bytes(p, options_.block_size, kv_cache_dtype(options_, *backend_));
     host_kv_storage_.push_back(backend_->alloc_host(DType::kU8, Shape{spec.num_host_blocks, block_bytes}));
   }
-  kv_storage_ = model_.allocate_kv(options_.block_size, num_blocks);
+  kv_storage_ = model_.allocate_kv(options_.block_size, num_blocks, kv_cache_dtype(options_, *backend_));
 
   stop_ids_ = generation_config_eos(model_dir);
   for (int32_t id : config().eos_token_ids) stop_ids_.push_back(id);

@@ -39,6 +39,7 @@ struct EngineOptions {
   bool enforce_eager = false;                    // never replay recorded graphs of decode steps
   int64_t max_model_len = 0;                     // longest prompt + max_tokens; 0: the model's maximum
   std::string quantization;                      // "": as the checkpoint is; "fp8": linear layers to FP8 at load
+  std::string kv_cache_dtype;                    // "" / "auto": the activation dtype; "fp8": E4M3 (KvStorage)
   // Called while the weights load with the checkpoint bytes uploaded so far and in all.
   std::function<void(int64_t done, int64_t total)> load_progress;
 };
@@ -71,6 +72,9 @@ struct KvPoolReport {
   PoolStats stats;
 };
 
+// The KV cache's element type `options` asks for. Throws tide::Error naming --kv-cache-dtype when it is not
+// auto or fp8, or when the backend has no FP8 KV cache.
+KvCacheDtype kv_cache_dtype(const EngineOptions& options, const Backend& backend);
 // `options` with an automatic KV budget (kv_cache_memory 0) replaced by bytes for `model`'s backend, and
 // max_model_len 0 by the model's maximum length. Throws tide::Error when max_model_len is beyond it.
 EngineOptions resolve_kv_budget(EngineOptions options, const Cohere2Model& model);

@@ -1,6 +1,7 @@
 // The window-aware KV cache end to end on the fixture models: the seed's reproduction (a long prompt A,
 // then B sharing A's start, with prefix reuse on), randomized requests against the same requests without
-// reuse, the sliding pools' memory bound on a long generation, and hits served from the host tier.
+// reuse (with the activation-dtype cache and with the FP8 one), the sliding pools' memory bound on a long
+// generation, and hits served from the host tier.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -20,6 +21,7 @@ struct Options {
   int64_t host_kv_cache_memory = 0;
   bool prefix_caching = true;
   int64_t chunk = 512;
+  std::string kv_cache_dtype = "";
 };
 
 EngineOptions engine_options(const Options& o) {
@@ -29,6 +31,7 @@ EngineOptions engine_options(const Options& o) {
   e.host_kv_cache_memory = o.host_kv_cache_memory;
   e.enable_prefix_caching = o.prefix_caching;
   e.max_prefill_chunk = o.chunk;
+  e.kv_cache_dtype = o.kv_cache_dtype;
   return e;
 }
 
@@ -116,9 +119,11 @@ TEST_P(PrefixCacheTest, RandomRequestsEqualTheSameRequestsWithoutReuse) {
     for (int32_t& t : prefixes.back()) t = token(rng);
   }
   const int64_t longest = 7 * w + 2 * w + 6;
-  for (int64_t block : {int64_t{5}, w + 3}) {
+  for (const auto& [block, kv_dtype] : {std::pair{int64_t{5}, ""}, std::pair{w + 3, ""}, std::pair{int64_t{5}, "fp8"},
+                                        std::pair{w + 3, "fp8"}}) {
     // Device pools of ~4 of the longest requests (evictions), a host tier, chunks smaller than the window.
-    Options small{.block_size = block, .host_kv_cache_memory = int64_t{4} << 20, .chunk = w / 2 + 1};
+    Options small{.block_size = block, .host_kv_cache_memory = int64_t{4} << 20, .chunk = w / 2 + 1,
+                  .kv_cache_dtype = kv_dtype};
     small.kv_cache_memory = memory_for_global_blocks(model, small, static_cast<int32_t>(4 * longest / block));
     Engine reuse = make_engine(model, small);
     Options plain = small;
@@ -133,7 +138,7 @@ TEST_P(PrefixCacheTest, RandomRequestsEqualTheSameRequestsWithoutReuse) {
       for (size_t i = 0; i < tail; ++i) prompt.push_back(token(rng));
       const GenerateResult got = greedy(reuse, prompt, 6);
       const GenerateResult want = greedy(fresh, prompt, 6);
-      EXPECT_EQ(got.ids, want.ids) << "request " << r << " block " << block;
+      EXPECT_EQ(got.ids, want.ids) << "request " << r << " block " << block << " kv " << kv_dtype;
       EXPECT_EQ(want.cached_tokens, 0);
       total_cached += got.cached_tokens;
       for (int p = 0; p < reuse.kv_cache().num_pools(); ++p) EXPECT_EQ(reuse.kv_cache().pool(p).num_in_use(), 0);

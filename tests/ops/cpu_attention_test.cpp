@@ -1,7 +1,8 @@
 // Paged attention of the CPU backend against dense attention computed directly in double, on random
 // inputs: mixed batches (prefill chunks with a cached prefix, single decode tokens), GQA, windows smaller
 // than a block and larger than the context, shuffled physical blocks, and kNullBlock entries before the
-// window that must never be read.
+// window that must never be read. With FP8 KV storage the same cases hold against the dense reference over
+// the vectors the cache stands for (each head's K or V vector quantized with its own scale, core/fp8.h).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "core/error.h"
+#include "core/fp8.h"
 
 namespace tide {
 namespace {
@@ -26,7 +28,21 @@ struct AttentionCase {
   int64_t window;  // 0: global
 };
 
-void run_case(const AttentionCase& c, const AttentionShape& shape, uint32_t seed) {
+// The values FP8 storage keeps of one head's vector x[0, d): e4m3(x / s) * s with s = amax / 448; its codes
+// and scale in `codes` / `scale` when given.
+void fp8_round_trip(float* x, int64_t d, uint8_t* codes = nullptr, float* scale = nullptr) {
+  float amax = 0;
+  for (int64_t i = 0; i < d; ++i) amax = std::max(amax, std::fabs(x[i]));
+  const float s = fp8::scale_for_amax(amax);
+  if (scale != nullptr) *scale = s;
+  for (int64_t i = 0; i < d; ++i) {
+    const uint8_t code = fp8::quantize(x[i], s);
+    if (codes != nullptr) codes[i] = code;
+    x[i] = fp8::e4m3_to_float(code) * s;
+  }
+}
+
+void run_case(const AttentionCase& c, const AttentionShape& shape, uint32_t seed, bool fp8 = false) {
   CpuBackend b;
   std::mt19937 rng(seed);
   std::normal_distribution<float> normal;
@@ -45,14 +61,21 @@ void run_case(const AttentionCase& c, const AttentionShape& shape, uint32_t seed
   std::iota(physical.begin(), physical.end(), 0);
   std::shuffle(physical.begin(), physical.end(), rng);
 
-  KvStorage kv{b.alloc(DType::kF32, Shape{total_blocks, num_layers, 2 * c.block_size, kv_size}), num_layers,
-               c.block_size};
-  std::fill(kv.data.as<float>(), kv.data.as<float>() + kv.data.numel(), NAN);  // unwritten slots poison
+  KvStorage kv{b.alloc(fp8 ? DType::kF8E4M3 : DType::kF32, Shape{total_blocks, num_layers, 2 * c.block_size, kv_size}),
+               num_layers, c.block_size};
+  if (fp8) {
+    kv.scales = b.alloc(DType::kF32, Shape{total_blocks, num_layers, 2 * shape.num_heads_kv, c.block_size});
+    std::fill_n(static_cast<uint8_t*>(kv.data.data), kv.data.numel(), fp8::kE4M3NaN);  // unwritten slots poison
+    std::fill_n(kv.scales.as<float>(), kv.scales.numel(), NAN);
+  } else {
+    std::fill(kv.data.as<float>(), kv.data.as<float>() + kv.data.numel(), NAN);
+  }
 
   std::vector<int32_t> tables(static_cast<size_t>(c.seqs.size() * max_blocks), kNullBlock);
   std::vector<int32_t> positions, starts{0};
   std::vector<int64_t> slots;
   std::vector<std::vector<float>> history;  // per sequence: [positions][2][kv_size] k then v
+  std::vector<std::vector<float>> stands_for;  // what the cache holds of history: the same, or FP8-rounded
   Tensor qkv_all;
   std::vector<float> qkv_rows;
   size_t next_block = 0;
@@ -69,13 +92,28 @@ void run_case(const AttentionCase& c, const AttentionShape& shape, uint32_t seed
     }
     history.emplace_back(static_cast<size_t>(len * 2 * kv_size));
     for (float& v : history.back()) v = normal(rng);
-    // Cached prefix: written straight into the storage (as an earlier step would have).
+    stands_for.push_back(history.back());
+    if (fp8) {
+      for (int64_t i = 0; i < len * 2 * shape.num_heads_kv; ++i) fp8_round_trip(stands_for.back().data() + i * d, d);
+    }
+    // Cached prefix: written straight into the storage (as an earlier step would have), in its documented
+    // layout (backend.h, KvStorage).
     for (int64_t p = first_read; p < spec.start_pos; ++p) {
       const int32_t block = tables[s * static_cast<size_t>(max_blocks) + static_cast<size_t>(p / c.block_size)];
       for (int kvi = 0; kvi < 2; ++kvi) {
-        float* dst = kv.data.as<float>() +
-                     (((block * num_layers + layer) * 2 + kvi) * c.block_size + p % c.block_size) * kv_size;
-        std::copy_n(history.back().data() + (p * 2 + kvi) * kv_size, kv_size, dst);
+        const int64_t at = (((block * num_layers + layer) * 2 + kvi) * c.block_size + p % c.block_size) * kv_size;
+        const float* src = history.back().data() + (p * 2 + kvi) * kv_size;
+        if (!fp8) {
+          std::copy_n(src, kv_size, kv.data.as<float>() + at);
+          continue;
+        }
+        for (int64_t head = 0; head < shape.num_heads_kv; ++head) {
+          std::vector<float> x(src + head * d, src + (head + 1) * d);
+          const int64_t scale_at =
+              (((block * num_layers + layer) * 2 + kvi) * shape.num_heads_kv + head) * c.block_size + p % c.block_size;
+          fp8_round_trip(x.data(), d, static_cast<uint8_t*>(kv.data.data) + at + head * d,
+                         kv.scales.as<float>() + scale_at);
+        }
       }
     }
     // New tokens: q random, k/v from the history, stored by store_kv through the slot mapping.
@@ -109,7 +147,7 @@ void run_case(const AttentionCase& c, const AttentionShape& shape, uint32_t seed
         std::vector<double> w;
         double mx = -INFINITY;
         for (int64_t k = lo; k <= pos; ++k) {
-          const float* key = history[s].data() + k * 2 * kv_size + (h / group) * d;
+          const float* key = stands_for[s].data() + k * 2 * kv_size + (h / group) * d;
           double dot = 0;
           for (int64_t i = 0; i < d; ++i) dot += double{q[i]} * key[i];
           w.push_back(dot / std::sqrt(double(d)));
@@ -120,7 +158,7 @@ void run_case(const AttentionCase& c, const AttentionShape& shape, uint32_t seed
         for (int64_t i = 0; i < d; ++i) {
           double want = 0;
           for (int64_t k = lo; k <= pos; ++k) {
-            want += w[static_cast<size_t>(k - lo)] / sum * history[s][(k * 2 + 1) * kv_size + (h / group) * d + i];
+            want += w[static_cast<size_t>(k - lo)] / sum * stands_for[s][(k * 2 + 1) * kv_size + (h / group) * d + i];
           }
           const float got = out.as<float>()[t * shape.num_heads * d + h * d + i];
           ASSERT_TRUE(std::isfinite(got)) << "read an unwritten or released slot: seq " << s << " pos " << pos;
@@ -149,6 +187,18 @@ TEST(CpuAttention, WindowOfOneAttendsToItself) {
 
 TEST(CpuAttention, WindowLargerThanContextAndMultiQueryHeads) {
   run_case({{{3, 6}, {0, 1}}, 2, 100}, {4, 1, 64}, 5);
+}
+
+TEST(CpuAttention, Fp8KvMixedBatchGlobal) {
+  run_case({{{0, 19}, {30, 1}, {7, 9}}, 4, 0}, {8, 2, 16}, 6, /*fp8=*/true);
+}
+
+TEST(CpuAttention, Fp8KvWindowSmallerThanBlockAndMultiQueryHeads) {
+  run_case({{{0, 23}, {50, 1}, {17, 5}}, 8, 3}, {6, 1, 32}, 7, /*fp8=*/true);
+}
+
+TEST(CpuAttention, Fp8KvWindowLargerThanBlock) {
+  run_case({{{0, 40}, {45, 1}, {21, 12}}, 4, 10}, {4, 2, 128}, 8, /*fp8=*/true);
 }
 
 TEST(CpuAttention, ReadingANullBlockInsideTheWindowIsAnError) {

@@ -2,11 +2,16 @@
 // must themselves be right before other backends are compared with them.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
+#include <span>
+#include <tuple>
 
 #include "backend/cpu/cpu_backend.h"
 #include "core/error.h"
+#include "core/fp8.h"
 
 namespace tide {
 namespace {
@@ -126,6 +131,48 @@ TEST(CpuOps, StoreKvWritesEachSlotAndSkipsPadding) {
   int written = 0;
   for (int64_t i = 0; i < kv.data.numel(); ++i) written += cache[i] != 0.0f;
   EXPECT_EQ(written, 16);  // token 1 (padding) stored nothing
+}
+
+// FP8 KV storage: each head's K or V vector as codes with its own scale (backend.h, KvStorage), and a block's
+// codes and scales together through a host slot and back into another block.
+TEST(CpuOps, Fp8KvStoresEachVectorWithItsScaleAndBlocksRoundTripThroughTheHost) {
+  CpuBackend b;
+  std::mt19937 rng(7);
+  const AttentionShape shape{2, 2, 4};  // rows: 2 q heads, 2 k heads, 2 v heads of 4
+  Tensor qkv = random_tensor(b, Shape{3, 24}, rng);
+  std::fill_n(qkv.as<float>() + 2 * 24 + 8, 4, 0.0f);  // token 2's first k head: all zero (scale 1)
+  const int64_t slots[3] = {5, -1, 0};                  // block 1 offset 1, padding, block 0 offset 0
+  KvStorage kv{b.alloc(DType::kF8E4M3, Shape{3, 1, 2 * 4, 8}), 1, 4, b.alloc(DType::kF32, Shape{3, 1, 2 * 2, 4})};
+  EXPECT_EQ(kv_block_bytes(kv), size_t{2 * 4 * 8 + 2 * 2 * 4 * 4});
+  b.store_kv(kv, 0, qkv, b.upload(slots, DType::kI64, Shape{3}), shape);
+  const auto* codes = static_cast<const uint8_t*>(kv.data.data);
+  const float* scales = kv.scales.as<float>();
+  for (const auto& [token, block, offset] : {std::tuple{0, 1, 1}, std::tuple{2, 0, 0}}) {
+    for (int kvi = 0; kvi < 2; ++kvi) {
+      for (int head = 0; head < 2; ++head) {
+        const float* x = qkv.as<float>() + token * 24 + 8 + kvi * 8 + head * 4;
+        float amax = 0;
+        for (int e = 0; e < 4; ++e) amax = std::max(amax, std::fabs(x[e]));
+        const float scale = scales[((block * 2 + kvi) * 2 + head) * 4 + offset];
+        EXPECT_EQ(scale, amax > 0 ? amax / 448.0f : 1.0f) << token << " " << kvi << " " << head;
+        for (int e = 0; e < 4; ++e) {
+          EXPECT_EQ(codes[((block * 2 + kvi) * 4 + offset) * 8 + head * 4 + e], fp8::quantize(x[e], scale));
+        }
+      }
+    }
+  }
+  int written = 0;
+  for (int64_t i = 0; i < kv.scales.numel(); ++i) written += scales[i] != 0.0f;
+  EXPECT_EQ(written, 8);  // two tokens x (K, V) x 2 heads: the padding token stored nothing
+
+  Tensor host = b.alloc_host(DType::kU8, Shape{2, static_cast<int64_t>(kv_block_bytes(kv))});
+  const BlockCopy out{BlockCopy::Direction::kToHost, 1, 1}, back{BlockCopy::Direction::kToDevice, 2, 1};
+  b.copy_blocks(kv, host, std::span(&out, 1));
+  b.copy_blocks(kv, host, std::span(&back, 1));
+  const size_t data_bytes = 2 * 4 * 8, scale_floats = 2 * 2 * 4;
+  EXPECT_EQ(std::memcmp(codes + 2 * data_bytes, codes + data_bytes, data_bytes), 0);
+  EXPECT_EQ(std::memcmp(scales + 2 * scale_floats, scales + scale_floats, scale_floats * sizeof(float)), 0);
+  EXPECT_TRUE(std::any_of(scales + scale_floats, scales + 2 * scale_floats, [](float x) { return x != 0.0f; }));
 }
 
 }  // namespace

@@ -1,11 +1,14 @@
 // Reference paged attention and KV store of the CPU backend. Reference, not fast: one query token and one
-// head at a time, two passes (scores, then softmax-weighted values), f32 throughout.
+// head at a time, two passes (scores, then softmax-weighted values), f32 throughout. FP8 KV storage holds
+// each stored vector's codes and scale (backend.h, KvStorage); attention reads code x scale.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
 #include "core/error.h"
+#include "core/fp8.h"
 
 namespace tide {
 namespace {
@@ -20,6 +23,26 @@ int64_t kv_offset(const KvStorage& kv, int64_t layer, int kv_idx, int64_t block,
 
 int64_t num_blocks_of(const KvStorage& kv) { return kv.data.dim(0); }
 
+// Index of the scale of head `head`'s K (kv_idx 0) or V vector at `slot` of `layer` in FP8 storage's scales
+// [num_blocks, num_layers, 2, num_heads_kv, block_size].
+int64_t scale_index(const KvStorage& kv, int64_t layer, int kv_idx, int64_t block, int64_t offset, int64_t head,
+                    int64_t num_heads_kv) {
+  return (((block * kv.num_layers + layer) * 2 + kv_idx) * num_heads_kv + head) * kv.block_size + offset;
+}
+
+// Stores the D values of `x` as FP8 codes with their own scale.
+void quantize_vector(const float* x, int64_t d, uint8_t* codes, float* scale) {
+  float amax = 0;
+  for (int64_t i = 0; i < d; ++i) amax = std::max(amax, std::fabs(x[i]));
+  *scale = fp8::scale_for_amax(amax);
+  for (int64_t i = 0; i < d; ++i) codes[i] = fp8::quantize(x[i], *scale);
+}
+
+// The D values one stored FP8 vector stands for: e4m3(code) x scale, in f32.
+void dequantize_vector(const uint8_t* codes, float scale, int64_t d, float* out) {
+  for (int64_t i = 0; i < d; ++i) out[i] = fp8::e4m3_to_float(codes[i]) * scale;
+}
+
 }  // namespace
 
 // qkv: [T, (Hq + 2 Hkv) * D], slot_mapping: [T] i64
@@ -30,31 +53,51 @@ void CpuBackend::store_kv(KvStorage& kv, int64_t layer, const Tensor& qkv, const
   const int64_t d = shape.head_dim, kv_size = shape.num_heads_kv * d;
   const int64_t row_size = (shape.num_heads + 2 * shape.num_heads_kv) * d;
   TIDE_CHECK(qkv.dim(1) == row_size);
-  float* cache = kv.data.as<float>();
   for (int64_t t = 0; t < qkv.dim(0); ++t) {
     const int64_t slot = slot_mapping.as<int64_t>()[t];
     if (slot < 0) continue;  // padding
     const int64_t block = slot / kv.block_size, offset = slot % kv.block_size;
     TIDE_CHECK(block < num_blocks_of(kv));
     const float* k = qkv.as<float>() + t * row_size + shape.num_heads * d;
-    const float* v = k + kv_size;
-    std::memcpy(cache + kv_offset(kv, layer, 0, block, offset, shape), k, sizeof(float) * kv_size);
-    std::memcpy(cache + kv_offset(kv, layer, 1, block, offset, shape), v, sizeof(float) * kv_size);
+    for (int kv_idx = 0; kv_idx < 2; ++kv_idx) {
+      const float* x = k + kv_idx * kv_size;
+      const int64_t at = kv_offset(kv, layer, kv_idx, block, offset, shape);
+      if (!kv.fp8()) {
+        std::memcpy(kv.data.as<float>() + at, x, sizeof(float) * kv_size);
+        continue;
+      }
+      for (int64_t head = 0; head < shape.num_heads_kv; ++head) {
+        const int64_t scale_at = scale_index(kv, layer, kv_idx, block, offset, head, shape.num_heads_kv);
+        quantize_vector(x + head * d, d, static_cast<uint8_t*>(kv.data.data) + at + head * d,
+                        kv.scales.as<float>() + scale_at);
+      }
+    }
   }
 }
 
+// A host slot holds the block's data, then (FP8) its scales.
 void CpuBackend::copy_blocks(KvStorage& device, Tensor& host, std::span<const BlockCopy> copies) {
   const size_t block_bytes = kv_block_bytes(device);
-  auto* dev = static_cast<unsigned char*>(device.data.data);
+  const size_t blocks = static_cast<size_t>(device.data.dim(0));
+  const size_t data_bytes = blocks == 0 ? 0 : device.data.nbytes() / blocks;
   auto* hst = static_cast<unsigned char*>(host.data);
   for (const BlockCopy& c : copies) {
     TIDE_CHECK(valid_block_copy(device, host, c));
-    unsigned char* d = dev + static_cast<size_t>(c.device_block) * block_bytes;
     unsigned char* h = hst + static_cast<size_t>(c.host_block) * block_bytes;
-    if (c.direction == BlockCopy::Direction::kToHost) {
-      std::memcpy(h, d, block_bytes);
-    } else {
-      std::memcpy(d, h, block_bytes);
+    const auto block = static_cast<size_t>(c.device_block);
+    unsigned char* parts[2] = {static_cast<unsigned char*>(device.data.data) + block * data_bytes,
+                               device.fp8() ? static_cast<unsigned char*>(device.scales.data) +
+                                                  block * (block_bytes - data_bytes)
+                                            : nullptr};
+    const size_t sizes[2] = {data_bytes, block_bytes - data_bytes};
+    for (int part = 0; part < 2; ++part) {
+      if (sizes[part] == 0) continue;  // no scales
+      if (c.direction == BlockCopy::Direction::kToHost) {
+        std::memcpy(h, parts[part], sizes[part]);
+      } else {
+        std::memcpy(parts[part], h, sizes[part]);
+      }
+      h += sizes[part];
     }
   }
 }
@@ -72,9 +115,8 @@ void CpuBackend::attention(Tensor out, const Tensor& qkv, const KvStorage& kv, i
   TIDE_CHECK(batch.block_tables.dim(0) == num_seqs && batch.block_size == kv.block_size);
   const int32_t* starts = batch.seq_starts.as<int32_t>();
   const int32_t* positions = batch.positions.as<int32_t>();
-  const float* cache = kv.data.as<float>();
 
-  std::vector<float> scores;
+  std::vector<float> scores, dequantized(static_cast<size_t>(d));
   for (int64_t s = 0; s < num_seqs; ++s) {
     const int32_t* table = batch.block_tables.as<int32_t>() + s * max_blocks;
     for (int64_t t = starts[s]; t < starts[s + 1]; ++t) {
@@ -91,10 +133,17 @@ void CpuBackend::attention(Tensor out, const Tensor& qkv, const KvStorage& kv, i
       for (int64_t h = 0; h < shape.num_heads; ++h) {
         const int64_t kv_head = h / heads_per_kv;
         const float* q = qkv.as<float>() + t * row_size + h * d;
-        auto slot_of = [&](int64_t key_pos, int kv_idx) {
+        // The stored K (kv_idx 0) or V vector of this head at key_pos, as f32 (valid until the next call).
+        auto slot_of = [&](int64_t key_pos, int kv_idx) -> const float* {
           const int32_t block = table[key_pos / kv.block_size];
           TIDE_CHECK(block != kNullBlock && block < num_blocks_of(kv));
-          return cache + kv_offset(kv, layer, kv_idx, block, key_pos % kv.block_size, shape) + kv_head * d;
+          const int64_t offset = key_pos % kv.block_size, at = kv_offset(kv, layer, kv_idx, block, offset, shape);
+          if (!kv.fp8()) return kv.data.as<float>() + at + kv_head * d;
+          const float scale =
+              kv.scales.as<float>()[scale_index(kv, layer, kv_idx, block, offset, kv_head, shape.num_heads_kv)];
+          dequantize_vector(static_cast<const uint8_t*>(kv.data.data) + at + kv_head * d, scale, d,
+                            dequantized.data());
+          return dequantized.data();
         };
         float max_score = -INFINITY;
         for (int64_t key_pos = first; key_pos <= pos; ++key_pos) {

@@ -470,6 +470,7 @@ void CudaBackend::logprobs(Tensor out_values, Tensor out_ids, const Tensor& logi
 }
 
 void CudaBackend::copy_blocks(KvStorage& device, Tensor& host, std::span<const BlockCopy> copies) {
+  if (device.fp8()) fail("cuda backend: the KV cache must be BF16, got an FP8 one");
   const size_t block_bytes = kv_block_bytes(device);
   auto* dev = static_cast<unsigned char*>(device.data.data);
   auto* hst = static_cast<unsigned char*>(host.data);

@@ -1,0 +1,118 @@
+// The FP8 KV cache (--kv-cache-dtype fp8) on the CPU reference, end to end on the fixture models: logits at
+// every position against the golden f32 reference, the block budget it buys, and its refusals. Each stored
+// K or V vector keeps 3 mantissa bits where bf16 keeps 7 (a rounding unit 16 times larger), and only K and V
+// are rounded where a bf16 engine rounds every activation and weight; so a correct FP8 cache stays within 16 x
+// the error a correct bf16 engine has on the same case (hf_bf16_rel_err, measured with transformers). A wrong
+// scale or a vector read from the wrong place gives errors of order 1. Prefix reuse with an FP8 cache is in
+// prefix_cache_test.cpp.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+
+#include "../test_util.h"
+#include "backend/cpu/cpu_backend.h"
+#include "backend/forwarding_backend.h"
+#include "core/error.h"
+#include "runtime/engine.h"
+
+namespace tide {
+namespace {
+
+using test::fixture;
+
+// Logits of every case at every position, flattened, with the relative error against the golden ones.
+double logits_error(Engine& engine, const nlohmann::json& c, const SafetensorsFile& tensors) {
+  const std::vector<float> want = test::golden_tensor(tensors, c["logits_tensor"]);
+  std::vector<float> got;
+  for (const auto& row : engine.prompt_logits(test::ids_of(c["prompt_ids"]), /*all_positions=*/true)) {
+    got.insert(got.end(), row.begin(), row.end());
+  }
+  EXPECT_EQ(got.size(), want.size());
+  return test::rel_l2(got.data(), want.data(), std::min(got.size(), want.size()));
+}
+
+class Fp8KvCache : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Fp8KvCache, LogitsWithinSixteenTimesTheBf16Error) {
+  const nlohmann::json g = test::read_json(fixture(GetParam()) / "golden.json");
+  const SafetensorsFile tensors = SafetensorsFile::open(fixture(GetParam()) / "golden.safetensors");
+  for (const std::string quantization : {"", "fp8"}) {
+    EngineOptions options;
+    options.kv_cache_dtype = "fp8";
+    options.quantization = quantization;
+    options.kv_cache_memory = int64_t{16} << 20;
+    options.max_prefill_chunk = 7;  // later chunks read what earlier ones stored
+    Engine engine(fixture(GetParam()), std::make_unique<CpuBackend>(), options);
+    for (const auto& c : g["cases"]) {
+      const double err = logits_error(engine, c, tensors), bf16 = c["hf_bf16_rel_err"].get<double>();
+      std::printf("[ fp8 kv   ] %s %s%s: rel err %.4g = %.1f x transformers' bf16 error\n", GetParam().c_str(),
+                  c["name"].get<std::string>().c_str(), quantization.empty() ? "" : ", fp8 weights", err, err / bf16);
+      // FP8 weights and an FP8 cache: two independent sources of the same size, each within 16 x.
+      EXPECT_LT(err, (quantization.empty() ? 16 : 32) * bf16) << c["name"] << " " << quantization;
+      EXPECT_GT(err, 0.0);  // K and V really went through FP8
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, Fp8KvCache, ::testing::Values("cohere2-tiny", "cohere2-tiny-hd128"));
+
+// The same bytes buy more blocks: per position and layer an FP8 cache stores a code per value and a 4-byte
+// scale per head's vector, against 4 bytes per value in the CPU backend's F32 cache (3.6 x as many positions
+// for cohere2-tiny; the split between the pools reserves the sliding pools' share first, so each pool's
+// factor differs).
+TEST(Fp8KvCache, TheSameBudgetHoldsMoreBlocks) {
+  CpuBackend backend;
+  const Cohere2Model model = Cohere2Model::load(fixture("cohere2-tiny"), backend);
+  const ModelConfig& c = model.config();
+  EngineOptions options;
+  options.kv_cache_memory = int64_t{8} << 20;
+  const std::vector<PoolSpec> plain = plan_kv_pools(model, options);
+  options.kv_cache_dtype = "fp8";
+  const std::vector<PoolSpec> fp8 = plan_kv_pools(model, options);
+  ASSERT_EQ(plain.size(), fp8.size());
+  int64_t plain_bytes = 0, fp8_bytes = 0, plain_blocks = 0, fp8_blocks = 0;
+  for (size_t p = 0; p < plain.size(); ++p) {
+    const int64_t bytes = model.kv_block_bytes(static_cast<int>(p), options.block_size, KvCacheDtype::kFp8);
+    EXPECT_EQ(bytes, c.groups[p].num_layers() * 2 * options.block_size * (c.kv_size() + 4 * c.num_heads_kv));
+    EXPECT_GT(fp8[p].num_blocks, 2 * plain[p].num_blocks) << "pool " << p;
+    fp8_bytes += fp8[p].num_blocks * bytes;
+    plain_bytes += plain[p].num_blocks * model.kv_block_bytes(static_cast<int>(p), options.block_size);
+    fp8_blocks += fp8[p].num_blocks, plain_blocks += plain[p].num_blocks;
+  }
+  EXPECT_LE(fp8_bytes, options.kv_cache_memory);
+  EXPECT_LE(plain_bytes, options.kv_cache_memory);
+  EXPECT_GT(fp8_bytes, options.kv_cache_memory * 99 / 100);  // the budget is used, not left over
+  EXPECT_GT(fp8_blocks, 3 * plain_blocks);
+}
+
+// A backend without an FP8 KV cache (for now: the CUDA backend) and an unknown dtype are refused by name.
+TEST(Fp8KvCache, RefusedWhereUnsupportedOrUnknown) {
+  struct Holder {
+    CpuBackend cpu;
+  };
+  struct NoFp8Kv : Holder, ForwardingBackend {
+    NoFp8Kv() : ForwardingBackend(cpu) {}
+    bool supports_fp8_kv() const override { return false; }
+  };
+  EngineOptions options;
+  options.kv_cache_memory = int64_t{16} << 20;
+  options.kv_cache_dtype = "fp8";
+  try {
+    Engine engine(fixture("cohere2-tiny"), std::make_unique<NoFp8Kv>(), options);
+    ADD_FAILURE() << "an FP8 cache on a backend without one was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--kv-cache-dtype fp8"), std::string::npos) << e.what();
+  }
+  options.kv_cache_dtype = "int8";
+  try {
+    Engine engine(fixture("cohere2-tiny"), std::make_unique<CpuBackend>(), options);
+    ADD_FAILURE() << "--kv-cache-dtype int8 was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--kv-cache-dtype must be"), std::string::npos) << e.what();
+  }
+  options.kv_cache_dtype = "auto";
+  EXPECT_NO_THROW(Engine(fixture("cohere2-tiny"), std::make_unique<CpuBackend>(), options));
+}
+
+}  // namespace
+}  // namespace tide
