@@ -81,4 +81,17 @@ TIDE_FP8_HD float scale_for_amax(float amax) { return amax > 0.0f ? amax / kE4M3
 // A value quantized with `scale` (a single rounded division, then e4m3 rounding and saturation).
 TIDE_FP8_HD uint8_t quantize(float x, float scale) { return e4m3_from_float(x / scale); }
 
+// n values quantized with their own scale, scale_for_amax of their largest magnitude (NaNs do not count;
+// infinities do): codes[i] = quantize(x[i], scale). Returns the scale.
+TIDE_FP8_HD float quantize_row(const float* x, int64_t n, uint8_t* codes) {
+  float amax = 0.0f;
+  for (int64_t i = 0; i < n; ++i) {
+    const float a = x[i] < 0.0f ? -x[i] : x[i];
+    if (a > amax) amax = a;
+  }
+  const float scale = scale_for_amax(amax);
+  for (int64_t i = 0; i < n; ++i) codes[i] = quantize(x[i], scale);
+  return scale;
+}
+
 }  // namespace tide::fp8

@@ -46,13 +46,12 @@ void quantize_rows(const TensorInfo& t, OutTensor& codes, OutTensor& scales) {
   const size_t row_bytes = static_cast<size_t>(cols) * dtype_size(t.dtype);
   for (int64_t r = 0; r < rows; ++r) {
     convert_to_f32(t.data + static_cast<size_t>(r) * row_bytes, t.dtype, row.data(), row.size());
-    float amax = 0;
-    for (float v : row) amax = std::max(amax, std::fabs(v));
-    if (!std::isfinite(amax)) fail("{}: tensor '{}' has a non-finite value in row {}", t.file, t.name, r);
-    const float scale = fp8::scale_for_amax(amax);
-    std::memcpy(scales.owned.data() + static_cast<size_t>(r) * 4, &scale, 4);
+    for (float v : row) {
+      if (!std::isfinite(v)) fail("{}: tensor '{}' has a non-finite value in row {}", t.file, t.name, r);
+    }
     auto* out = reinterpret_cast<uint8_t*>(codes.owned.data()) + static_cast<size_t>(r * cols);
-    for (int64_t k = 0; k < cols; ++k) out[k] = fp8::quantize(row[static_cast<size_t>(k)], scale);
+    const float scale = fp8::quantize_row(row.data(), cols, out);
+    std::memcpy(scales.owned.data() + static_cast<size_t>(r) * 4, &scale, 4);
   }
   codes.data = codes.owned.data();
   scales.data = scales.owned.data();

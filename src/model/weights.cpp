@@ -121,13 +121,7 @@ Linear upload_linear(Backend& backend, const std::vector<LinearInfo>& parts, boo
     const size_t row_bytes = static_cast<size_t>(cols) * dtype_size(dtype);
     for (int64_t r = 0; r < rows; ++r) {
       convert_to_f32(host.data() + static_cast<size_t>(r) * row_bytes, dtype, row.data(), row.size());
-      float amax = 0;
-      for (float v : row) amax = std::max(amax, std::fabs(v));
-      const float scale = fp8::scale_for_amax(amax);
-      row_scales[static_cast<size_t>(r)] = scale;
-      for (int64_t k = 0; k < cols; ++k) {
-        codes[static_cast<size_t>(r * cols + k)] = fp8::quantize(row[static_cast<size_t>(k)], scale);
-      }
+      row_scales[static_cast<size_t>(r)] = fp8::quantize_row(row.data(), cols, codes.data() + r * cols);
     }
     out.weight = backend.upload_as(codes.data(), DType::kF8E4M3, Shape{rows, cols}, DType::kF8E4M3);
     out.scale = backend.upload_as(row_scales.data(), DType::kF32, Shape{rows}, DType::kF32);

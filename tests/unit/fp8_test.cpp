@@ -97,5 +97,27 @@ TEST(Fp8, RowwiseQuantizationErrorIsWithinHalfAStepOfEachValue) {
   EXPECT_EQ(quantize(0.0f, scale_for_amax(0.0f)), 0x00);
 }
 
+// quantize_row: the scale of the row's largest magnitude (negative values count by magnitude, NaNs not at
+// all) and each value's code with it; an all-zero row gets scale 1 and zero codes.
+TEST(Fp8, QuantizeRowTakesTheScaleOfItsLargestMagnitude) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> row = {0.5f, -896.0f, nan, 3.0f, -0.0f};
+  std::vector<uint8_t> codes(row.size());
+  const float scale = quantize_row(row.data(), static_cast<int64_t>(row.size()), codes.data());
+  EXPECT_EQ(scale, 2.0f);  // 896 / 448
+  for (size_t i = 0; i < row.size(); ++i) {
+    if (std::isnan(row[i])) {
+      EXPECT_TRUE(std::isnan(e4m3_to_float(codes[i])));
+    } else {
+      EXPECT_EQ(codes[i], quantize(row[i], 2.0f)) << i;
+    }
+  }
+  EXPECT_EQ(e4m3_to_float(codes[1]), -448.0f);
+  const std::vector<float> zeros(7, 0.0f);
+  std::vector<uint8_t> zero_codes(zeros.size(), 0xAA);
+  EXPECT_EQ(quantize_row(zeros.data(), 7, zero_codes.data()), 1.0f);
+  EXPECT_EQ(zero_codes, std::vector<uint8_t>(7, 0x00));
+}
+
 }  // namespace
 }  // namespace tide

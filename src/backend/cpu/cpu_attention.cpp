@@ -30,14 +30,6 @@ int64_t scale_index(const KvStorage& kv, int64_t layer, int kv_idx, int64_t bloc
   return (((block * kv.num_layers + layer) * 2 + kv_idx) * num_heads_kv + head) * kv.block_size + offset;
 }
 
-// Stores the D values of `x` as FP8 codes with their own scale.
-void quantize_vector(const float* x, int64_t d, uint8_t* codes, float* scale) {
-  float amax = 0;
-  for (int64_t i = 0; i < d; ++i) amax = std::max(amax, std::fabs(x[i]));
-  *scale = fp8::scale_for_amax(amax);
-  for (int64_t i = 0; i < d; ++i) codes[i] = fp8::quantize(x[i], *scale);
-}
-
 // The D values one stored FP8 vector stands for: e4m3(code) x scale, in f32.
 void dequantize_vector(const uint8_t* codes, float scale, int64_t d, float* out) {
   for (int64_t i = 0; i < d; ++i) out[i] = fp8::e4m3_to_float(codes[i]) * scale;
@@ -68,8 +60,8 @@ void CpuBackend::store_kv(KvStorage& kv, int64_t layer, const Tensor& qkv, const
       }
       for (int64_t head = 0; head < shape.num_heads_kv; ++head) {
         const int64_t scale_at = scale_index(kv, layer, kv_idx, block, offset, head, shape.num_heads_kv);
-        quantize_vector(x + head * d, d, static_cast<uint8_t*>(kv.data.data) + at + head * d,
-                        kv.scales.as<float>() + scale_at);
+        kv.scales.as<float>()[scale_at] =
+            fp8::quantize_row(x + head * d, d, static_cast<uint8_t*>(kv.data.data) + at + head * d);
       }
     }
   }

@@ -38,13 +38,7 @@ void CpuBackend::quantize_fp8(Tensor out8, Tensor scales, const Tensor& x) {
   const int64_t rows = x.dim(0), k = x.dim(1);
   TIDE_CHECK(out8.shape == x.shape && scales.numel() == rows);
   for (int64_t t = 0; t < rows; ++t) {
-    const float* in = x.as<float>() + t * k;
-    float amax = 0;
-    for (int64_t i = 0; i < k; ++i) amax = std::max(amax, std::fabs(in[i]));
-    const float scale = fp8::scale_for_amax(amax);
-    scales.as<float>()[t] = scale;
-    uint8_t* q = out8.as<uint8_t>() + t * k;
-    for (int64_t i = 0; i < k; ++i) q[i] = fp8::quantize(in[i], scale);
+    scales.as<float>()[t] = fp8::quantize_row(x.as<float>() + t * k, k, out8.as<uint8_t>() + t * k);
   }
 }
 
