@@ -6,6 +6,7 @@
 // The fused qkv activation is [T, (num_heads + 2 * num_heads_kv) * D]: q heads, then k heads, then v heads.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -53,11 +54,24 @@ struct KvStorage {
   bool fp8() const { return data.dtype == DType::kF8E4M3; }
 };
 
+// The memory of block `block` of `kv`: its data, then its scales (none unless FP8). A host slot holds the
+// two parts in this order.
+struct KvBlockPart {
+  unsigned char* ptr;
+  size_t bytes;
+};
+inline std::array<KvBlockPart, 2> kv_block_parts(const KvStorage& kv, int64_t block) {
+  const auto blocks = static_cast<size_t>(kv.data.dim(0)), b = static_cast<size_t>(block);
+  if (blocks == 0) return {};
+  const size_t data = kv.data.nbytes() / blocks, scales = kv.fp8() ? kv.scales.nbytes() / blocks : 0;
+  return {KvBlockPart{static_cast<unsigned char*>(kv.data.data) + b * data, data},
+          KvBlockPart{kv.fp8() ? static_cast<unsigned char*>(kv.scales.data) + b * scales : nullptr, scales}};
+}
+
 // Bytes of one block of `kv` (K and V of all its layers for block_size positions, and their scales).
 inline size_t kv_block_bytes(const KvStorage& kv) {
-  if (kv.data.dim(0) == 0) return 0;
-  const auto blocks = static_cast<size_t>(kv.data.dim(0));
-  return kv.data.nbytes() / blocks + (kv.fp8() ? kv.scales.nbytes() / blocks : 0);
+  const std::array<KvBlockPart, 2> parts = kv_block_parts(kv, 0);
+  return parts[0].bytes + parts[1].bytes;
 }
 
 // Whether `copy` addresses a block of `kv` and a slot of `host` ([slots, block bytes]).

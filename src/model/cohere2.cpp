@@ -230,11 +230,11 @@ int64_t Cohere2Model::kv_block_bytes(int group, int64_t block_size, KvCacheDtype
 std::vector<KvStorage> Cohere2Model::allocate_kv(int64_t block_size, const std::vector<int32_t>& num_blocks,
                                                  KvCacheDtype dtype) const {
   TIDE_CHECK(num_blocks.size() == config_.groups.size());
-  if (dtype == KvCacheDtype::kFp8 && !backend_->supports_fp8_kv()) fail("this backend has no FP8 KV cache");
+  const bool fp8 = dtype == KvCacheDtype::kFp8;
+  if (fp8 && !backend_->supports_fp8_kv()) fail("this backend has no FP8 KV cache");
   std::vector<KvStorage> kv;
   for (size_t g = 0; g < config_.groups.size(); ++g) {
     const int64_t layers = config_.groups[g].num_layers();
-    const bool fp8 = dtype == KvCacheDtype::kFp8;
     Tensor data = backend_->alloc(fp8 ? DType::kF8E4M3 : backend_->weight_dtype(),
                                   Shape{num_blocks[g], layers, 2 * block_size, config_.kv_size()});
     Tensor scales =

@@ -163,14 +163,15 @@ Engine::Engine(const std::filesystem::path& model_dir, std::unique_ptr<Backend> 
       options_(resolve_kv_budget(options, model_)),
       kv_manager_(options.block_size, plan_kv_pools(model_, options_), options.enable_prefix_caching) {
   model_.set_graphs_enabled(!options_.enforce_eager);
+  const KvCacheDtype kv_dtype = kv_cache_dtype(options_, *backend_);
   std::vector<int32_t> num_blocks;
   for (int p = 0; p < kv_manager_.num_pools(); ++p) {
     const PoolSpec& spec = kv_manager_.spec(p);
     num_blocks.push_back(spec.num_blocks);
-    const int64_t block_bytes = model_.kv_block_bytes(p, options_.block_size, kv_cache_dtype(options_, *backend_));
+    const int64_t block_bytes = model_.kv_block_bytes(p, options_.block_size, kv_dtype);
     host_kv_storage_.push_back(backend_->alloc_host(DType::kU8, Shape{spec.num_host_blocks, block_bytes}));
   }
-  kv_storage_ = model_.allocate_kv(options_.block_size, num_blocks, kv_cache_dtype(options_, *backend_));
+  kv_storage_ = model_.allocate_kv(options_.block_size, num_blocks, kv_dtype);
 
   stop_ids_ = generation_config_eos(model_dir);
   for (int32_t id : config().eos_token_ids) stop_ids_.push_back(id);

@@ -67,29 +67,19 @@ void CpuBackend::store_kv(KvStorage& kv, int64_t layer, const Tensor& qkv, const
   }
 }
 
-// A host slot holds the block's data, then (FP8) its scales.
 void CpuBackend::copy_blocks(KvStorage& device, Tensor& host, std::span<const BlockCopy> copies) {
   const size_t block_bytes = kv_block_bytes(device);
-  const size_t blocks = static_cast<size_t>(device.data.dim(0));
-  const size_t data_bytes = blocks == 0 ? 0 : device.data.nbytes() / blocks;
-  auto* hst = static_cast<unsigned char*>(host.data);
   for (const BlockCopy& c : copies) {
     TIDE_CHECK(valid_block_copy(device, host, c));
-    unsigned char* h = hst + static_cast<size_t>(c.host_block) * block_bytes;
-    const auto block = static_cast<size_t>(c.device_block);
-    unsigned char* parts[2] = {static_cast<unsigned char*>(device.data.data) + block * data_bytes,
-                               device.fp8() ? static_cast<unsigned char*>(device.scales.data) +
-                                                  block * (block_bytes - data_bytes)
-                                            : nullptr};
-    const size_t sizes[2] = {data_bytes, block_bytes - data_bytes};
-    for (int part = 0; part < 2; ++part) {
-      if (sizes[part] == 0) continue;  // no scales
+    unsigned char* h = static_cast<unsigned char*>(host.data) + static_cast<size_t>(c.host_block) * block_bytes;
+    for (const KvBlockPart& part : kv_block_parts(device, c.device_block)) {
+      if (part.bytes == 0) continue;  // no scales
       if (c.direction == BlockCopy::Direction::kToHost) {
-        std::memcpy(h, parts[part], sizes[part]);
+        std::memcpy(h, part.ptr, part.bytes);
       } else {
-        std::memcpy(parts[part], h, sizes[part]);
+        std::memcpy(part.ptr, h, part.bytes);
       }
-      h += sizes[part];
+      h += part.bytes;
     }
   }
 }
