@@ -75,7 +75,7 @@ void add_engine_flags(CLI::App* cmd, EngineFlags& flags) {
       ->check(CLI::IsMember({"fp8"}));
   cmd->add_option("--kv-cache-dtype", o.kv_cache_dtype,
                   "auto: the KV cache in the activation dtype; fp8 (fp8_e4m3): E4M3 codes with one scale per "
-                  "head's key or value vector, about half the bytes (CPU backend only for now)")
+                  "head's key or value vector, about half the bytes (CUDA: head_dim 64, 128 or 256)")
       ->check(CLI::IsMember({"auto", "fp8", "fp8_e4m3"}));
   cmd->add_option("--max-num-seqs", o.max_num_seqs, "Requests running at once")->capture_default_str();
   cmd->add_option("--max-num-batched-tokens", o.max_num_batched_tokens,

@@ -139,8 +139,12 @@ class Backend {
   virtual std::optional<MemoryInfo> memory_info() const { return std::nullopt; }
   // Whether quantize_fp8 / layer_norm_fp8 / matmul_fp8 are implemented (FP8 models can run).
   virtual bool supports_fp8() const { return false; }
-  // Whether store_kv / rope_store_kv / attention / copy_blocks take FP8 KV storage (KvStorage::fp8).
-  virtual bool supports_fp8_kv() const { return false; }
+  // Whether store_kv / rope_store_kv / attention / copy_blocks take FP8 KV storage (KvStorage::fp8) for
+  // heads of head_dim values.
+  virtual bool supports_fp8_kv(int64_t head_dim) const {
+    (void)head_dim;
+    return false;
+  }
   // Throws tide::Error: `op` is not implemented by this backend.
   [[noreturn]] void unsupported(const char* op) const;
   // Makes the calling thread ready to issue this backend's ops (the CUDA backend selects its device, which is

@@ -32,7 +32,7 @@ class ForwardingBackend : public Backend {
   DType activation_dtype() const override { return inner_.activation_dtype(); }
   std::optional<MemoryInfo> memory_info() const override { return inner_.memory_info(); }
   bool supports_fp8() const override { return inner_.supports_fp8(); }
-  bool supports_fp8_kv() const override { return inner_.supports_fp8_kv(); }
+  bool supports_fp8_kv(int64_t head_dim) const override { return inner_.supports_fp8_kv(head_dim); }
   void bind_thread() override { inner_.bind_thread(); }
   std::unique_ptr<Graph> capture(const std::function<void()>& body) override { return inner_.capture(body); }
   void side_begin() override { inner_.side_begin(); }

@@ -231,7 +231,9 @@ std::vector<KvStorage> Cohere2Model::allocate_kv(int64_t block_size, const std::
                                                  KvCacheDtype dtype) const {
   TIDE_CHECK(num_blocks.size() == config_.groups.size());
   const bool fp8 = dtype == KvCacheDtype::kFp8;
-  if (fp8 && !backend_->supports_fp8_kv()) fail("this backend has no FP8 KV cache");
+  if (fp8 && !backend_->supports_fp8_kv(config_.head_dim)) {
+    fail("the {} backend has no FP8 KV cache for head_dim {}", backend_->name(), config_.head_dim);
+  }
   std::vector<KvStorage> kv;
   for (size_t g = 0; g < config_.groups.size(); ++g) {
     const int64_t layers = config_.groups[g].num_layers();

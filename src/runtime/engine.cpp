@@ -19,7 +19,7 @@ namespace {
 // of full-context sequences.
 std::vector<int32_t> split_budget(const Cohere2Model& model, const EngineOptions& options, int64_t budget) {
   const ModelConfig& c = model.config();
-  const KvCacheDtype dtype = kv_cache_dtype(options, model.backend());
+  const KvCacheDtype dtype = kv_cache_dtype(options, model);
   const int64_t context = options.max_model_len > 0 ? options.max_model_len : c.max_position_embeddings;
   const size_t num_groups = c.groups.size();
   std::vector<double> need(num_groups), reserved(num_groups, 0.0);
@@ -85,12 +85,14 @@ class ScopedSequence {
 
 }  // namespace
 
-KvCacheDtype kv_cache_dtype(const EngineOptions& options, const Backend& backend) {
+KvCacheDtype kv_cache_dtype(const EngineOptions& options, const Cohere2Model& model) {
   const std::string& d = options.kv_cache_dtype;
   if (d.empty() || d == "auto") return KvCacheDtype::kAuto;
   if (d != "fp8" && d != "fp8_e4m3") fail("--kv-cache-dtype must be auto or fp8 (fp8_e4m3), got '{}'", d);
-  if (!backend.supports_fp8_kv()) {
-    fail("--kv-cache-dtype {}: the {} backend has no FP8 KV cache yet", d, backend.name());
+  const int64_t head_dim = model.config().head_dim;
+  if (!model.backend().supports_fp8_kv(head_dim)) {
+    fail("--kv-cache-dtype {}: the {} backend has no FP8 KV cache for this model's head_dim {}", d,
+         model.backend().name(), head_dim);
   }
   return KvCacheDtype::kFp8;
 }
@@ -163,7 +165,7 @@ Engine::Engine(const std::filesystem::path& model_dir, std::unique_ptr<Backend> 
       options_(resolve_kv_budget(options, model_)),
       kv_manager_(options.block_size, plan_kv_pools(model_, options_), options.enable_prefix_caching) {
   model_.set_graphs_enabled(!options_.enforce_eager);
-  const KvCacheDtype kv_dtype = kv_cache_dtype(options_, *backend_);
+  const KvCacheDtype kv_dtype = kv_cache_dtype(options_, model_);
   std::vector<int32_t> num_blocks;
   for (int p = 0; p < kv_manager_.num_pools(); ++p) {
     const PoolSpec& spec = kv_manager_.spec(p);

@@ -73,8 +73,8 @@ struct KvPoolReport {
 };
 
 // The KV cache's element type `options` asks for. Throws tide::Error naming --kv-cache-dtype when it is not
-// auto or fp8, or when the backend has no FP8 KV cache.
-KvCacheDtype kv_cache_dtype(const EngineOptions& options, const Backend& backend);
+// auto or fp8, or when `model`'s backend has no FP8 KV cache for its head_dim.
+KvCacheDtype kv_cache_dtype(const EngineOptions& options, const Cohere2Model& model);
 // `options` with an automatic KV budget (kv_cache_memory 0) replaced by bytes for `model`'s backend, and
 // max_model_len 0 by the model's maximum length. Throws tide::Error when max_model_len is beyond it.
 EngineOptions resolve_kv_budget(EngineOptions options, const Cohere2Model& model);

@@ -95,19 +95,20 @@ std::string refusal(std::unique_ptr<Backend> backend, const EngineOptions& optio
   return "";
 }
 
-// A backend without an FP8 KV cache (for now: the CUDA backend) and an unknown dtype are refused by name.
+// A backend without an FP8 KV cache for the model's head_dim (the CUDA backend outside 64 / 128 / 256) and an
+// unknown dtype are refused by name.
 TEST(Fp8KvCache, RefusedWhereUnsupportedOrUnknown) {
   struct Holder {
     CpuBackend cpu;
   };
   struct NoFp8Kv : Holder, ForwardingBackend {
     NoFp8Kv() : ForwardingBackend(cpu) {}
-    bool supports_fp8_kv() const override { return false; }
+    bool supports_fp8_kv(int64_t) const override { return false; }
   };
   EngineOptions options;
   options.kv_cache_memory = int64_t{16} << 20;
   options.kv_cache_dtype = "fp8";
-  EXPECT_NE(refusal(std::make_unique<NoFp8Kv>(), options).find("--kv-cache-dtype fp8: the cpu backend has no"),
+  EXPECT_NE(refusal(std::make_unique<NoFp8Kv>(), options).find("--kv-cache-dtype fp8: the cpu backend has no FP8 KV cache for this model's head_dim 32"),
             std::string::npos);
   options.kv_cache_dtype = "int8";
   EXPECT_NE(refusal(std::make_unique<CpuBackend>(), options).find("--kv-cache-dtype must be auto or fp8"),

@@ -3,7 +3,9 @@
 // straddling the window start, and released (null) blocks whose memory holds NaN: reading one would show.
 // Every kernel path is covered: the tensor-core prefill kernel (batches with a sequence of more than 8 new
 // tokens) and decode kernel (at most 8 per sequence, split over keys) at head_dim 64, 128 and 256 with 1 to
-// 12 query heads per KV head, and the generic CUDA-core kernel for other head_dims.
+// 12 query heads per KV head, and the generic CUDA-core kernel for other head_dims. With an FP8 cache
+// (--kv-cache-dtype fp8): the store writes the CPU's codes and scales bit for bit (the rows are bf16 values),
+// and both tensor-core kernels read them.
 #include <algorithm>
 #include <numeric>
 
@@ -23,14 +25,33 @@ struct Case {
   // Released blocks are null in the table (as the KV cache leaves them); false keeps their ids, so a kernel
   // that reads any key outside the window, even from a listed block, shows NaN.
   bool null_released = true;
+  bool fp8 = false;  // FP8 KV storage on both backends
 };
+
+// A layer group's KV storage on `b`: the backend's activation dtype (F32 on the CPU, BF16 on the GPU), or FP8
+// codes and scales.
+KvStorage make_kv(Backend& b, bool fp8, int64_t blocks, int64_t layers, int64_t block_size, const AttentionShape& s) {
+  const int64_t kv_size = s.num_heads_kv * s.head_dim;
+  KvStorage kv{b.alloc(fp8 ? DType::kF8E4M3 : b.activation_dtype(), Shape{blocks, layers, 2 * block_size, kv_size}),
+               layers, block_size};
+  if (fp8) kv.scales = b.alloc(DType::kF32, Shape{blocks, layers, 2 * s.num_heads_kv, block_size});
+  return kv;
+}
+
+// Storage bytes (codes, then scales) as the host sees them.
+std::vector<uint8_t> kv_bytes(Backend& b, const KvStorage& kv) {
+  std::vector<uint8_t> out(kv_block_bytes(kv) * static_cast<size_t>(kv.data.dim(0)));
+  b.download(kv.data, out.data());
+  if (kv.fp8()) b.download(kv.scales, out.data() + kv.data.nbytes());
+  return out;
+}
 
 // Checks the CUDA attention of case `c` against the CPU reference; returns the CUDA output.
 std::vector<float> run_case(const Case& c, uint32_t seed) {
   CpuBackend cpu;
   CudaBackend gpu;
   const int64_t d = c.shape.head_dim, hq = c.shape.num_heads, hkv = c.shape.num_heads_kv;
-  const int64_t row = (hq + 2 * hkv) * d, kv_size = hkv * d, layers = 3, layer = 1;
+  const int64_t row = (hq + 2 * hkv) * d, layers = 3, layer = 1;
   int64_t total_blocks = 0, max_blocks = 0;
   for (const SeqSpec& s : c.seqs) {
     const int64_t n = (s.start_pos + s.num_tokens + c.block_size - 1) / c.block_size;
@@ -73,8 +94,8 @@ std::vector<float> run_case(const Case& c, uint32_t seed) {
     }
   }
   const int64_t n_all = static_cast<int64_t>(all_slots.size()), n_new = static_cast<int64_t>(positions.size());
-  KvStorage kv_c{cpu.alloc(DType::kF32, Shape{total_blocks, layers, 2 * c.block_size, kv_size}), layers, c.block_size};
-  KvStorage kv_g{gpu.alloc(DType::kBF16, Shape{total_blocks, layers, 2 * c.block_size, kv_size}), layers, c.block_size};
+  KvStorage kv_c = make_kv(cpu, c.fp8, total_blocks, layers, c.block_size, c.shape);
+  KvStorage kv_g = make_kv(gpu, c.fp8, total_blocks, layers, c.block_size, c.shape);
   const auto all = test::both(cpu, gpu, all_rows, Shape{n_all, row});
   const auto slots = test::both_i64(cpu, gpu, all_slots, Shape{n_all});
   cpu.store_kv(kv_c, layer, all.cpu, slots.cpu, c.shape);
@@ -85,6 +106,10 @@ std::vector<float> run_case(const Case& c, uint32_t seed) {
     const auto ps = test::both_i64(cpu, gpu, poison_slots, Shape{n});
     cpu.store_kv(kv_c, layer, nan.cpu, ps.cpu, c.shape);
     gpu.store_kv(kv_g, layer, nan.gpu, ps.gpu, c.shape);
+  }
+  if (c.fp8) {
+    // The same codes and scales (NaN rows give NaN scales and codes on both: compared as bytes).
+    EXPECT_EQ(kv_bytes(gpu, kv_g), kv_bytes(cpu, kv_c));
   }
 
   const auto qkv = test::both(cpu, gpu, new_rows, Shape{n_new, row});
@@ -171,6 +196,21 @@ TEST(CudaAttention, PrefillLongCausalOverManyKeyTiles) {
 TEST(CudaAttention, PrefillNeverReadsKeysBeforeTheWindowEvenFromListedBlocks) {
   TIDE_REQUIRE_GPU();  // window starts that are not multiples of the key tile, NaN blocks still in the table
   run_case({{{150, 70}, {0, 100}, {421, 9}}, 16, 70, {8, 2, 128}, false}, 16);
+}
+
+// --- FP8 KV storage: both tensor-core kernels, head_dim 64 / 128 / 256, windows, GQA, NaN in released blocks ---
+
+TEST(CudaAttention, Fp8KvDecodeAndPrefill) {
+  TIDE_REQUIRE_GPU();
+  Case decode{{{3000, 1}, {100, 1}, {500, 3}, {0, 1}}, 16, 0, {32, 8, 128}};
+  Case decode_window{{{2000, 8}, {40, 1}}, 5, 37, {16, 4, 64}};
+  Case prefill{{{0, 150}, {37, 60}, {12, 1}}, 16, 50, {8, 2, 128}, false};
+  Case prefill_256{{{0, 90}, {64, 20}}, 16, 6, {8, 4, 256}};
+  Case command_a{{{300, 40}, {0, 23}, {80, 1}}, 16, 64, {96, 8, 128}};
+  for (Case* c : {&decode, &decode_window, &prefill, &prefill_256, &command_a}) {
+    c->fp8 = true;
+    run_case(*c, 51);
+  }
 }
 
 TEST(CudaAttention, PrefillSameOutputsWithOrWithoutACachedPrefix) {

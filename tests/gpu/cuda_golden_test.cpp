@@ -1,7 +1,8 @@
 // The CUDA backend end to end on the golden fixtures, in bf16: logits at every position within twice the
 // error transformers itself has in bf16 on an H200 (hf_bf16_rel_err); greedy continuations equal to the
 // reference until a step whose reference top-2 margin is within bf16 noise; the seed's reproduction (B with
-// prefix reuse equals B without).
+// prefix reuse equals B without). With an FP8 KV cache (the head_dim 128 fixture): logits within the bound of
+// the CPU's FP8 cache (e2e/fp8_kv_cache_test.cpp), and reuse still changes nothing.
 #include "../test_util.h"
 #include "bf16_greedy.h"
 #include "gpu_test_util.h"
@@ -12,10 +13,11 @@ namespace {
 
 using test::fixture;
 
-Engine cuda_engine(const std::string& model, int64_t block_size, bool reuse) {
+Engine cuda_engine(const std::string& model, int64_t block_size, bool reuse, const std::string& kv_dtype = "") {
   EngineOptions o;
   o.block_size = block_size;
   o.enable_prefix_caching = reuse;
+  o.kv_cache_dtype = kv_dtype;
   o.kv_cache_memory = int64_t{256} << 20;
   return Engine(fixture(model), std::make_unique<CudaBackend>(), o);
 }
@@ -76,6 +78,38 @@ TEST_P(CudaGolden, SeedReproductionReuseEqualsNoReuse) {
     EXPECT_EQ(with.ids, without.ids);
     EXPECT_EQ(with.cached_tokens, c["shared_prefix"].get<int64_t>() / 16 * 16);
   }
+}
+
+TEST(CudaGoldenFp8Kv, LogitsWithinSixteenTimesTheBf16ErrorAndReuseChangesNothing) {
+  TIDE_REQUIRE_GPU();
+  const std::string model = "cohere2-tiny-hd128";
+  const nlohmann::json g = test::read_json(fixture(model) / "golden.json");
+  const SafetensorsFile tensors = SafetensorsFile::open(fixture(model) / "golden.safetensors");
+  Engine engine = cuda_engine(model, 16, true, "fp8");
+  for (const auto& c : g["cases"]) {
+    const std::vector<float> want = test::golden_tensor(tensors, c["logits_tensor"]);
+    std::vector<float> got;
+    for (const auto& r : engine.prompt_logits(test::ids_of(c["prompt_ids"]), /*all_positions=*/true)) {
+      got.insert(got.end(), r.begin(), r.end());
+    }
+    const double err = test::rel_err(got, want), bf16 = c["hf_bf16_rel_err"].get<double>();
+    std::printf("[ fp8 kv   ] %s %s on the GPU: rel err %.4g = %.1f x transformers' bf16 error\n", model.c_str(),
+                c["name"].get<std::string>().c_str(), err, err / bf16);
+    EXPECT_LT(err, 16 * bf16) << c["name"];
+  }
+  GenerateOptions options;
+  options.max_tokens = 16;
+  options.ignore_eos = true;
+  for (const auto& c : g["prefix_sharing"]) {
+    Engine reuse = cuda_engine(model, 16, true, "fp8");
+    reuse.generate(test::ids_of(c["a_ids"]), options);
+    const GenerateResult with = reuse.generate(test::ids_of(c["b_ids"]), options);
+    Engine fresh = cuda_engine(model, 16, false, "fp8");
+    EXPECT_EQ(with.ids, fresh.generate(test::ids_of(c["b_ids"]), options).ids);
+    EXPECT_GT(with.cached_tokens, 0);
+  }
+  // head_dim 32 has no tensor-core attention: refused when the engine starts, not at its first step.
+  EXPECT_THROW(cuda_engine("cohere2-tiny", 16, true, "fp8"), Error);
 }
 
 TEST(CudaEngine, AutomaticKvBudgetFillsTheAllowedGpuMemory) {

@@ -32,7 +32,7 @@ class CpuBackend final : public Backend {
   void add(Tensor out, const Tensor& a, const Tensor& b) override;
   void copy(Tensor out, const Tensor& x) override;
   bool supports_fp8() const override { return true; }
-  bool supports_fp8_kv() const override { return true; }
+  bool supports_fp8_kv(int64_t) const override { return true; }
   void quantize_fp8(Tensor out8, Tensor scales, const Tensor& x) override;
   void matmul_fp8(Tensor out, const Tensor& x8, const Tensor& x_scales, const Tensor& w8, const Tensor& w_scales,
                   float alpha) override;

@@ -264,6 +264,11 @@ void CudaBackend::rope(Tensor qkv, const Tensor& positions, const Tensor& inv_fr
 // qkv: [T, (Hq + 2 Hkv) * D], positions, slot_mapping: [T], inv_freq: [D / 2]
 void CudaBackend::rope_store_kv(KvStorage& kv, int64_t layer, Tensor qkv, const Tensor& positions,
                                 const Tensor& inv_freq, const Tensor& slot_mapping, const AttentionShape& shape) {
+  if (kv.fp8()) {  // two passes: the rotation in place, then the quantizing store
+    rope(qkv, positions, inv_freq, shape.num_heads + shape.num_heads_kv);
+    store_kv(kv, layer, qkv, slot_mapping, shape);
+    return;
+  }
   const int64_t d = shape.head_dim;
   TIDE_CHECK(qkv.dim(1) == (shape.num_heads + 2 * shape.num_heads_kv) * d && slot_mapping.numel() == qkv.dim(0));
   TIDE_CHECK(positions.numel() == qkv.dim(0) && 2 * inv_freq.numel() == d && d % 2 == 0);
@@ -280,6 +285,13 @@ void CudaBackend::store_kv(KvStorage& kv, int64_t layer, const Tensor& qkv, cons
   const int64_t d = shape.head_dim;
   TIDE_CHECK(qkv.dim(1) == (shape.num_heads + 2 * shape.num_heads_kv) * d && slot_mapping.numel() == qkv.dim(0));
   TIDE_CHECK(layer >= 0 && layer < kv.num_layers);
+  if (kv.fp8()) {
+    cuda::launch_store_kv_fp8(static_cast<uint8_t*>(kv.data.data), typed<float>(kv.scales, DType::kF32, "KV scales"),
+                              bf(qkv, "qkv"), typed<int64_t>(slot_mapping, DType::kI64, "slots"), qkv.dim(0),
+                              qkv.dim(1), shape.num_heads * d, shape.num_heads_kv, d, kv.num_layers, layer,
+                              kv.block_size, stream_);
+    return;
+  }
   cuda::launch_store_kv(bf(kv.data, "KV cache"), bf(qkv, "qkv"), typed<int64_t>(slot_mapping, DType::kI64, "slots"),
                         qkv.dim(0), qkv.dim(1), shape.num_heads * d, shape.num_heads_kv * d, kv.num_layers, layer,
                         kv.block_size, stream_);
@@ -297,6 +309,10 @@ void CudaBackend::attention(Tensor out, const Tensor& qkv, const KvStorage& kv, 
     fail("cuda backend: attention with head_dim {} and {} query heads per KV head is not supported (head_dim 64, "
          "128, 256, or at most 256 with at most 16 query heads per KV head)", shape.head_dim, group);
   }
+  if (kv.fp8() && !mma) {
+    fail("cuda backend: an FP8 KV cache needs head_dim 64, 128 or 256 (the tensor-core attention), got {}",
+         shape.head_dim);
+  }
   TIDE_CHECK(qkv.dim(1) == (shape.num_heads + 2 * shape.num_heads_kv) * shape.head_dim);
   TIDE_CHECK(out.dim(1) == shape.num_heads * shape.head_dim && batch.block_size == kv.block_size);
   // The kernels index cache rows (one token's K or V of one layer) and positions with 32-bit integers.
@@ -305,7 +321,12 @@ void CudaBackend::attention(Tensor out, const Tensor& qkv, const KvStorage& kv, 
   cuda::PagedAttentionParams p{};
   p.out = bf(out, "attention output");
   p.qkv = bf(qkv, "qkv");
-  p.cache = bf(kv.data, "KV cache");
+  if (kv.fp8()) {
+    p.cache8 = static_cast<const uint8_t*>(kv.data.data);
+    p.scales = typed<float>(kv.scales, DType::kF32, "KV cache scales");
+  } else {
+    p.cache = bf(kv.data, "KV cache");
+  }
   p.positions = typed<int32_t>(batch.positions, DType::kI32, "positions");
   p.seq_starts = typed<int32_t>(batch.seq_starts, DType::kI32, "seq_starts");
   p.block_tables = typed<int32_t>(batch.block_tables, DType::kI32, "block tables");
@@ -469,20 +490,22 @@ void CudaBackend::logprobs(Tensor out_values, Tensor out_ids, const Tensor& logi
   cuda::launch_logprobs(p, stream_);
 }
 
+bool CudaBackend::supports_fp8_kv(int64_t head_dim) const { return cuda::mma_attention_supports(head_dim); }
+
 void CudaBackend::copy_blocks(KvStorage& device, Tensor& host, std::span<const BlockCopy> copies) {
-  if (device.fp8()) fail("cuda backend: the KV cache must be BF16, got an FP8 one");
   const size_t block_bytes = kv_block_bytes(device);
-  auto* dev = static_cast<unsigned char*>(device.data.data);
-  auto* hst = static_cast<unsigned char*>(host.data);
   // One stream, in order: an eviction lands before a later copy or kernel reuses its block or slot.
   for (const BlockCopy& c : copies) {
     TIDE_CHECK(valid_block_copy(device, host, c));
-    unsigned char* d = dev + static_cast<size_t>(c.device_block) * block_bytes;
-    unsigned char* h = hst + static_cast<size_t>(c.host_block) * block_bytes;
-    if (c.direction == BlockCopy::Direction::kToHost) {
-      TIDE_CUDA_CHECK(cudaMemcpyAsync(h, d, block_bytes, cudaMemcpyDeviceToHost, stream_));
-    } else {
-      TIDE_CUDA_CHECK(cudaMemcpyAsync(d, h, block_bytes, cudaMemcpyHostToDevice, stream_));
+    unsigned char* h = static_cast<unsigned char*>(host.data) + static_cast<size_t>(c.host_block) * block_bytes;
+    for (const KvBlockPart& part : kv_block_parts(device, c.device_block)) {
+      if (part.bytes == 0) continue;  // no scales
+      if (c.direction == BlockCopy::Direction::kToHost) {
+        TIDE_CUDA_CHECK(cudaMemcpyAsync(h, part.ptr, part.bytes, cudaMemcpyDeviceToHost, stream_));
+      } else {
+        TIDE_CUDA_CHECK(cudaMemcpyAsync(part.ptr, h, part.bytes, cudaMemcpyHostToDevice, stream_));
+      }
+      h += part.bytes;
     }
   }
 }

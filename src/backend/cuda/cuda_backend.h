@@ -60,6 +60,8 @@ class CudaBackend final : public Backend {
   void add(Tensor out, const Tensor& a, const Tensor& b) override;
   void copy(Tensor out, const Tensor& x) override;
   bool supports_fp8() const override { return true; }
+  // FP8 KV storage: the quantizing store (kv_fp8.cu) and the tensor-core attention (head_dim 64, 128, 256).
+  bool supports_fp8_kv(int64_t head_dim) const override;
   void quantize_fp8(Tensor out8, Tensor scales, const Tensor& x) override;
   // The fused kernels: the bf16 intermediate is never written (scratch is unused).
   void layer_norm_fp8(Tensor out8, Tensor scales, const Tensor& x, const Tensor& weight, float eps,

@@ -52,7 +52,8 @@ __device__ inline int64_t sequence_of(const int32_t* seq_starts, int64_t num_seq
   return lo;
 }
 
-template <int D, int kS>
+// kFp8: K/V from an FP8 cache (load_kv_tile_fp8).
+template <int D, int kS, bool kFp8 = false>
 __global__ void __launch_bounds__(DecodeConfig<D, kS>::kThreads, 2)
     decode_attention_kernel(const __grid_constant__ DecodeParams dp) {
   begin_dependent_kernel();
@@ -92,8 +93,9 @@ __global__ void __launch_bounds__(DecodeConfig<D, kS>::kThreads, 2)
 #pragma unroll
   for (int s = 0; s < C::kStages - 1; ++s) {
     if (s < num_tiles) {
-      load_kv_tile<D, C::kKeys, C::kThreads>(kv_base + 2 * s * C::kTileBytes, kv_base + (2 * s + 1) * C::kTileBytes,
-                                             p, table, kv_head, lo + s * C::kKeys, lo, hi, tid);
+      load_kv_tile<D, C::kKeys, C::kThreads, kFp8>(kv_base + 2 * s * C::kTileBytes,
+                                                   kv_base + (2 * s + 1) * C::kTileBytes, p, table, kv_head,
+                                                   lo + s * C::kKeys, lo, hi, tid);
     }
     cp_async_commit();
   }
@@ -103,8 +105,8 @@ __global__ void __launch_bounds__(DecodeConfig<D, kS>::kThreads, 2)
   for (int64_t it = 0; it < num_tiles; ++it) {
     if constexpr (C::kStages == 1) {
       __syncthreads();  // every warp is done with tile it - 1
-      load_kv_tile<D, C::kKeys, C::kThreads>(kv_base, kv_base + C::kTileBytes, p, table, kv_head, lo + it * C::kKeys,
-                                             lo, hi, tid);
+      load_kv_tile<D, C::kKeys, C::kThreads, kFp8>(kv_base, kv_base + C::kTileBytes, p, table, kv_head,
+                                                   lo + it * C::kKeys, lo, hi, tid);
       cp_async_commit();
       cp_async_wait<0>();
       __syncthreads();  // tile `it` (and the query tile) landed for all threads
@@ -114,9 +116,9 @@ __global__ void __launch_bounds__(DecodeConfig<D, kS>::kThreads, 2)
       const int64_t next = it + C::kStages - 1;
       const int stage = static_cast<int>(next % C::kStages);
       if (next < num_tiles) {
-        load_kv_tile<D, C::kKeys, C::kThreads>(kv_base + 2 * stage * C::kTileBytes,
-                                               kv_base + (2 * stage + 1) * C::kTileBytes, p, table, kv_head,
-                                               lo + next * C::kKeys, lo, hi, tid);
+        load_kv_tile<D, C::kKeys, C::kThreads, kFp8>(kv_base + 2 * stage * C::kTileBytes,
+                                                     kv_base + (2 * stage + 1) * C::kTileBytes, p, table, kv_head,
+                                                     lo + next * C::kKeys, lo, hi, tid);
       }
       cp_async_commit();
     }
@@ -279,12 +281,12 @@ static __global__ void __launch_bounds__(kMergeThreads) merge_splits_kernel(cons
   }
 }
 
-template <int D, int kS>
+template <int D, int kS, bool kFp8>
 void launch_decode_kernel(const DecodeParams& dp, dim3 grid, cudaStream_t stream) {
   using C = DecodeConfig<D, kS>;
-  static const bool configured = (configure_smem(decode_attention_kernel<D, kS>, C::kSmemBytes), true);
+  static const bool configured = (configure_smem(decode_attention_kernel<D, kS, kFp8>, C::kSmemBytes), true);
   (void)configured;
-  launch_kernel(decode_attention_kernel<D, kS>, grid, C::kThreads, C::kSmemBytes, stream, dp);
+  launch_kernel(decode_attention_kernel<D, kS, kFp8>, grid, C::kThreads, C::kSmemBytes, stream, dp);
 }
 
 template <int D>
@@ -298,10 +300,13 @@ void launch_decode(const PagedAttentionParams& p, int64_t max_keys, float* part_
   // A split covers at most this many tiles (the kernel rounds each split up to whole tiles).
   constexpr int64_t kKeys = DecodeConfig<D, 1>::kKeys;
   const int64_t split_tiles = ((max_keys + num_splits - 1) / num_splits + kKeys - 1) / kKeys;
+  const bool fp8 = p.cache8 != nullptr;
   if (split_tiles <= 1) {
-    launch_decode_kernel<D, 1>(dp, grid, stream);
+    fp8 ? launch_decode_kernel<D, 1, true>(dp, grid, stream) : launch_decode_kernel<D, 1, false>(dp, grid, stream);
+  } else if (fp8) {
+    launch_decode_kernel<D, kDecodeDeepStages<D>, true>(dp, grid, stream);
   } else {
-    launch_decode_kernel<D, kDecodeDeepStages<D>>(dp, grid, stream);
+    launch_decode_kernel<D, kDecodeDeepStages<D>, false>(dp, grid, stream);
   }
   if (num_splits > 1) {
     TIDE_CHECK(num_splits <= kMergeThreads && num_splits <= 128);  // merge_splits_kernel's bounds

@@ -48,6 +48,11 @@ void launch_rope(bf16* qkv, const int32_t* positions, const float* inv_freq, int
 void launch_store_kv(bf16* cache, const bf16* qkv, const int64_t* slot_mapping, int64_t num_tokens,
                      int64_t row_size, int64_t q_size, int64_t kv_size, int64_t num_layers, int64_t layer,
                      int64_t block_size, cudaStream_t stream);
+// launch_store_kv into an FP8 cache (kv_fp8.cu): codes [num_blocks, num_layers, 2, block_size, Hkv * D] and
+// one scale per head's vector, scales [num_blocks, num_layers, 2, Hkv, block_size] (backend.h, KvStorage).
+void launch_store_kv_fp8(uint8_t* codes, float* scales, const bf16* qkv, const int64_t* slot_mapping,
+                         int64_t num_tokens, int64_t row_size, int64_t q_size, int64_t num_heads_kv, int64_t head_dim,
+                         int64_t num_layers, int64_t layer, int64_t block_size, cudaStream_t stream);
 // launch_rope on the q and k heads, then launch_store_kv, in one pass over each row.
 void launch_rope_store_kv(bf16* cache, bf16* qkv, const int32_t* positions, const float* inv_freq,
                           const int64_t* slot_mapping, int64_t num_tokens, int64_t num_heads, int64_t num_heads_kv,
@@ -126,7 +131,9 @@ const char* fp8_stream_tensor_feed();
 struct PagedAttentionParams {
   bf16* out;                   // [T, Hq * D]
   const bf16* qkv;             // [T, (Hq + 2 Hkv) * D]
-  const bf16* cache;           // [num_blocks, num_layers, 2, block_size, Hkv * D]
+  const bf16* cache;           // [num_blocks, num_layers, 2, block_size, Hkv * D]; null with an FP8 cache:
+  const uint8_t* cache8;       // its codes, same layout (the tensor-core kernels only)
+  const float* scales;         // [num_blocks, num_layers, 2, Hkv, block_size]
   const int32_t* positions;    // [T]
   const int32_t* seq_starts;   // [S + 1]
   const int32_t* block_tables; // [S, max_blocks]

@@ -6,6 +6,9 @@
 
 #include <cstdint>
 
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
 #include "backend/cuda/async_copy.cuh"
 #include "backend/cuda/kernels.h"
 
@@ -106,14 +109,84 @@ __device__ __forceinline__ void score_16x16(float (&s)[2][4], uint32_t q_tile, i
   }
 }
 
+// 8 FP8 codes times their vector's scale, as 8 bf16 (one 16-byte chunk of a tile row).
+__device__ __forceinline__ uint4 dequantize8(uint2 codes, float scale) {
+  uint32_t out[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const uint32_t word = i < 2 ? codes.x : codes.y;
+    const auto pair = static_cast<__nv_fp8x2_storage_t>(word >> (16 * (i % 2)));
+    const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(pair, __NV_E4M3);
+    const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&h));
+    const __nv_bfloat162 b = __floats2bfloat162_rn(f.x * scale, f.y * scale);
+    out[i] = *reinterpret_cast<const uint32_t*>(&b);
+  }
+  return make_uint4(out[0], out[1], out[2], out[3]);
+}
+
+// load_kv_tile from an FP8 cache (p.cache8, p.scales): the same rows and chunks, each chunk's 8 codes read
+// into registers, dequantized with the row's scale (code x scale rounded to bf16) and stored to the tile;
+// synchronous, where the bf16 cache's chunks are copied asynchronously.
+template <int D, int kKeys, int kThreads>
+__device__ __forceinline__ void load_kv_tile_fp8(uint32_t k_tile, uint32_t v_tile, const PagedAttentionParams& p,
+                                                 const int32_t* table, int64_t kv_head, int64_t k0,
+                                                 int64_t key_begin, int64_t key_end, int tid) {
+  constexpr int kChunks = D / 8;
+  constexpr int kRowsPerPass = kThreads / kChunks;
+  constexpr int kPasses = kKeys / kRowsPerPass;
+  static_assert(kThreads % kChunks == 0 && kKeys % kRowsPerPass == 0);
+  const int chunk = tid % kChunks;
+  const int64_t kv_size = p.num_heads_kv * D;
+  const int block_size = static_cast<int>(p.block_size), num_layers = static_cast<int>(p.num_layers);
+  const int layer = static_cast<int>(p.layer), heads = static_cast<int>(p.num_heads_kv);
+  // Loads of kGroup rows first, so they are in flight together, then their stores (registers bound the group).
+  constexpr int kGroup = kPasses < 4 ? kPasses : 4;
+  static_assert(kPasses % kGroup == 0);
+#pragma unroll
+  for (int i0 = 0; i0 < kPasses; i0 += kGroup) {
+    uint2 codes[kGroup][2];
+    float scales[kGroup][2];
+#pragma unroll
+    for (int i = 0; i < kGroup; ++i) {
+      const int r = tid / kChunks + (i0 + i) * kRowsPerPass;
+      const int64_t key = k0 + r;
+      codes[i][0] = codes[i][1] = make_uint2(0, 0);
+      scales[i][0] = scales[i][1] = 0.0f;
+      if (key >= key_begin && key < key_end) {
+        const int k = static_cast<int>(key);
+        const int32_t block = table[k / block_size];
+        if (block >= 0) {
+          const int layer_kv = (block * num_layers + layer) * 2;  // K; V is layer_kv + 1
+          const int row = layer_kv * block_size + k % block_size;
+          const uint8_t* src = p.cache8 + static_cast<int64_t>(row) * kv_size + kv_head * D + chunk * 8;
+          codes[i][0] = __ldg(reinterpret_cast<const uint2*>(src));
+          codes[i][1] = __ldg(reinterpret_cast<const uint2*>(src + block_size * kv_size));
+          const int64_t at = (static_cast<int64_t>(layer_kv) * heads + kv_head) * block_size + k % block_size;
+          scales[i][0] = __ldg(p.scales + at);
+          scales[i][1] = __ldg(p.scales + at + static_cast<int64_t>(heads) * block_size);
+        }
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kGroup; ++i) {
+      const int r = tid / kChunks + (i0 + i) * kRowsPerPass;
+      sts128(k_tile + swizzle<D>(r, chunk), dequantize8(codes[i][0], scales[i][0]));
+      sts128(v_tile + swizzle<D>(r, chunk), dequantize8(codes[i][1], scales[i][1]));
+    }
+  }
+}
+
 // Gathers keys [k0, k0 + kKeys) of one KV head into K and V tiles (kThreads threads, 16-byte chunks): each
 // key's physical block comes from the block table. Keys outside [key_begin, key_end), and null blocks, are
 // zero-filled without reading the cache, so nothing outside the window is read (a zero V row times a zero
-// probability stays zero, where a stale row could hold NaN).
-template <int D, int kKeys, int kThreads>
+// probability stays zero, where a stale row could hold NaN). kFp8: from an FP8 cache (load_kv_tile_fp8).
+template <int D, int kKeys, int kThreads, bool kFp8 = false>
 __device__ __forceinline__ void load_kv_tile(uint32_t k_tile, uint32_t v_tile, const PagedAttentionParams& p,
                                              const int32_t* table, int64_t kv_head, int64_t k0, int64_t key_begin,
                                              int64_t key_end, int tid) {
+  if constexpr (kFp8) {
+    return load_kv_tile_fp8<D, kKeys, kThreads>(k_tile, v_tile, p, table, kv_head, k0, key_begin, key_end, tid);
+  }
   constexpr int kChunks = D / 8;
   constexpr int kRowsPerPass = kThreads / kChunks;
   static_assert(kThreads % kChunks == 0 && kKeys % kRowsPerPass == 0);

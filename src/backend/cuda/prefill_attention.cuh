@@ -40,7 +40,8 @@ struct PrefillParams {
   float scale_log2;       // D^-0.5 * log2(e): softmax in base 2
 };
 
-template <int D>
+// kFp8: K/V from an FP8 cache (load_kv_tile_fp8).
+template <int D, bool kFp8 = false>
 __global__ void __launch_bounds__(PrefillConfig<D>::kThreads, PrefillConfig<D>::kMinBlocks)
     prefill_attention_kernel(const __grid_constant__ PrefillParams pp) {
   begin_dependent_kernel();
@@ -88,8 +89,9 @@ __global__ void __launch_bounds__(PrefillConfig<D>::kThreads, PrefillConfig<D>::
 #pragma unroll
   for (int s = 0; s < C::kStages - 1; ++s) {
     if (s < num_tiles) {
-      load_kv_tile<D, C::kKeys, C::kThreads>(kv_base + 2 * s * C::kTileBytes, kv_base + (2 * s + 1) * C::kTileBytes,
-                                             p, table, kv_head, key_lo + s * C::kKeys, first_read, pos_max + 1, tid);
+      load_kv_tile<D, C::kKeys, C::kThreads, kFp8>(kv_base + 2 * s * C::kTileBytes,
+                                                   kv_base + (2 * s + 1) * C::kTileBytes, p, table, kv_head,
+                                                   key_lo + s * C::kKeys, first_read, pos_max + 1, tid);
     }
     cp_async_commit();
   }
@@ -113,9 +115,9 @@ __global__ void __launch_bounds__(PrefillConfig<D>::kThreads, PrefillConfig<D>::
       const int next = it + C::kStages - 1;
       const int stage = next % C::kStages;
       if (next < num_tiles) {
-        load_kv_tile<D, C::kKeys, C::kThreads>(kv_base + 2 * stage * C::kTileBytes,
-                                               kv_base + (2 * stage + 1) * C::kTileBytes, p, table, kv_head,
-                                               key_lo + next * C::kKeys, first_read, pos_max + 1, tid);
+        load_kv_tile<D, C::kKeys, C::kThreads, kFp8>(kv_base + 2 * stage * C::kTileBytes,
+                                                     kv_base + (2 * stage + 1) * C::kTileBytes, p, table, kv_head,
+                                                     key_lo + next * C::kKeys, first_read, pos_max + 1, tid);
       }
       cp_async_commit();
     }
@@ -264,6 +266,14 @@ __global__ void __launch_bounds__(PrefillConfig<D>::kThreads, PrefillConfig<D>::
   }
 }
 
+template <int D, bool kFp8>
+void launch_prefill_kernel(const PrefillParams& pp, dim3 grid, cudaStream_t stream) {
+  using C = PrefillConfig<D>;
+  static const bool configured = (configure_smem(prefill_attention_kernel<D, kFp8>, C::kSmemBytes), true);
+  (void)configured;
+  launch_kernel(prefill_attention_kernel<D, kFp8>, grid, C::kThreads, C::kSmemBytes, stream, pp);
+}
+
 template <int D>
 void launch_prefill(const PagedAttentionParams& p, int64_t max_seq_tokens, cudaStream_t stream) {
   using C = PrefillConfig<D>;
@@ -271,10 +281,12 @@ void launch_prefill(const PagedAttentionParams& p, int64_t max_seq_tokens, cudaS
   const int group = static_cast<int>(p.num_heads / p.num_heads_kv);
   const int64_t tiles = (max_seq_tokens * group + C::kRows - 1) / C::kRows;
   const PrefillParams pp{p, static_cast<int>(tiles), group, p.scale * kLog2e};
-  static const bool configured = (configure_smem(prefill_attention_kernel<D>, C::kSmemBytes), true);
-  (void)configured;
   const dim3 grid(static_cast<unsigned>(p.num_seqs * tiles), static_cast<unsigned>(p.num_heads_kv));
-  launch_kernel(prefill_attention_kernel<D>, grid, C::kThreads, C::kSmemBytes, stream, pp);
+  if (p.cache8 != nullptr) {
+    launch_prefill_kernel<D, true>(pp, grid, stream);
+  } else {
+    launch_prefill_kernel<D, false>(pp, grid, stream);
+  }
 }
 
 }  // namespace tide::cuda::mma
