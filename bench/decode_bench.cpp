@@ -29,10 +29,10 @@ constexpr int kTracedSteps = 3;
 constexpr int64_t kFillChunk = kBlockSize;  // fake prefill step: keeps sliding pools at window + one block
 
 // KV bytes one decode step reads: each sequence's token at `pos` reads the K and V of the keys it attends.
-int64_t kv_bytes_read(const ModelConfig& c, int64_t num_seqs, int64_t pos) {
+int64_t kv_bytes_read(const ModelConfig& c, int64_t num_seqs, int64_t pos, bool fp8) {
   int64_t keys = 0;
   for (const LayerSpec& layer : c.layers) keys += keys_attended(layer.window, pos);
-  return num_seqs * keys * 2 * c.kv_size() * 2;
+  return num_seqs * keys * 2 * (fp8 ? c.kv_size() + 4 * c.num_heads_kv : 2 * c.kv_size());
 }
 
 // The A/B comparisons of a decode point: the same steps with one of tide's optimizations turned off.
@@ -75,7 +75,7 @@ void decode_point(const BenchModel& m, const BenchOptions& options, int64_t num_
 
   // The pools hold every position the steps will write: C + warm-up, timed and traced steps.
   const std::vector<PoolSpec> pools = pool_specs(c, kBlockSize, num_seqs, context + all_steps, kFillChunk);
-  const int64_t kv_bytes = kv_cache_bytes(c, kBlockSize, pools);
+  const int64_t kv_bytes = kv_cache_bytes(c, kBlockSize, pools, options.fp8_kv);
   const int64_t free_bytes = free_device_bytes();
   row.details = {{"batch", num_seqs}, {"context", context}, {"kv_cache_bytes", kv_bytes}, {"free_bytes", free_bytes}};
   if (kv_bytes + kMemoryMargin > free_bytes) {
@@ -99,8 +99,17 @@ void decode_point(const BenchModel& m, const BenchOptions& options, int64_t num_
   KvCacheManager manager(kBlockSize, pools, /*enable_prefix_caching=*/false);
   std::vector<SequenceKv> seqs(static_cast<size_t>(num_seqs));
   for (int64_t s = 0; s < num_seqs; ++s) fake_prefill(c, manager, seqs[static_cast<size_t>(s)], s, context, kFillChunk);
-  std::vector<KvStorage> kv = model.allocate_kv(kBlockSize, pool_blocks(pools));
-  for (const KvStorage& storage : kv) fill_random(storage.data, 0.0f, 1.0f, backend->stream());
+  std::vector<KvStorage> kv = model.allocate_kv(kBlockSize, pool_blocks(pools),
+                                                options.fp8_kv ? KvCacheDtype::kFp8 : KvCacheDtype::kAuto);
+  for (const KvStorage& storage : kv) {
+    if (!storage.fp8()) {
+      fill_random(storage.data, 0.0f, 1.0f, backend->stream());
+      continue;
+    }
+    // Codes 0x38 (1.0) and scales of bytes 0x3C (0.0115): finite keys and values (timing does not depend on them).
+    TIDE_CUDA_CHECK(cudaMemsetAsync(storage.data.data, 0x38, storage.data.nbytes(), backend->stream()));
+    TIDE_CUDA_CHECK(cudaMemsetAsync(storage.scales.data, 0x3C, storage.scales.nbytes(), backend->stream()));
+  }
   TIDE_CUDA_CHECK(cudaStreamSynchronize(backend->stream()));
 
   EventTimer timer(backend->stream());
@@ -131,7 +140,7 @@ void decode_point(const BenchModel& m, const BenchOptions& options, int64_t num_
       ms.push_back(t);
       enqueue_us.push_back(std::chrono::duration<double, std::micro>(queued - begin).count());
       wall_ms.push_back(std::chrono::duration<double, std::milli>(done - begin).count());
-      kv_read_total += kv_bytes_read(c, num_seqs, pos);
+      kv_read_total += kv_bytes_read(c, num_seqs, pos, options.fp8_kv);
     }
     for (int64_t s = 0; s < num_seqs; ++s) {
       const int32_t token = batch.token_ids[static_cast<size_t>(s)];

@@ -25,10 +25,13 @@ std::vector<int32_t> pool_blocks(const std::vector<PoolSpec>& pools) {
   return blocks;
 }
 
-int64_t kv_cache_bytes(const ModelConfig& config, int64_t block_size, const std::vector<PoolSpec>& pools) {
+int64_t kv_cache_bytes(const ModelConfig& config, int64_t block_size, const std::vector<PoolSpec>& pools,
+                       bool fp8) {
+  // Per position, layer and K or V: bf16 values, or FP8 codes and an f32 scale per head.
+  const int64_t per_vector_row = fp8 ? config.kv_size() + 4 * config.num_heads_kv : 2 * config.kv_size();
   int64_t bytes = 0;
   for (size_t g = 0; g < pools.size(); ++g) {
-    bytes += int64_t{pools[g].num_blocks} * config.groups[g].num_layers() * 2 * block_size * config.kv_size() * 2;
+    bytes += int64_t{pools[g].num_blocks} * config.groups[g].num_layers() * 2 * block_size * per_vector_row;
   }
   return bytes;
 }

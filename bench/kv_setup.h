@@ -20,7 +20,8 @@ std::vector<PoolSpec> pool_specs(const ModelConfig& config, int64_t block_size, 
                                  int64_t num_tokens, int64_t chunk);
 std::vector<int32_t> pool_blocks(const std::vector<PoolSpec>& pools);
 // Device bytes of those pools in bf16: blocks x group layers x (K, V) x block_size x kv heads x head_dim x 2.
-int64_t kv_cache_bytes(const ModelConfig& config, int64_t block_size, const std::vector<PoolSpec>& pools);
+int64_t kv_cache_bytes(const ModelConfig& config, int64_t block_size, const std::vector<PoolSpec>& pools,
+                       bool fp8 = false);
 
 // A dummy token id for position `pos` of sequence `seq_idx`, inside the vocabulary.
 int32_t dummy_token(const ModelConfig& config, int64_t seq_idx, int64_t pos);

@@ -21,6 +21,7 @@ inline constexpr int64_t kMemoryMargin = int64_t{4} << 30;  // kept free for act
 struct BenchOptions {
   bool quick = false;
   bool fp8 = false;  // the linear layers' weights in FP8 E4M3 with row scales (the model runs its FP8 path)
+  bool fp8_kv = false;  // decode: an FP8 KV cache (--kv-cache-dtype fp8)
   bool ablate = false;  // decode: the first point again without each op group (AblationBackend)
   std::string trace_prefix;  // decode: a CUPTI kernel timeline of each point, PREFIX-B<batch>-C<context>.csv
   std::vector<int64_t> decode_batches{1, 8, 32, 128};
