@@ -28,24 +28,6 @@ struct Case {
   bool fp8 = false;  // FP8 KV storage on both backends
 };
 
-// A layer group's KV storage on `b`: the backend's activation dtype (F32 on the CPU, BF16 on the GPU), or FP8
-// codes and scales.
-KvStorage make_kv(Backend& b, bool fp8, int64_t blocks, int64_t layers, int64_t block_size, const AttentionShape& s) {
-  const int64_t kv_size = s.num_heads_kv * s.head_dim;
-  KvStorage kv{b.alloc(fp8 ? DType::kF8E4M3 : b.activation_dtype(), Shape{blocks, layers, 2 * block_size, kv_size}),
-               layers, block_size};
-  if (fp8) kv.scales = b.alloc(DType::kF32, Shape{blocks, layers, 2 * s.num_heads_kv, block_size});
-  return kv;
-}
-
-// Storage bytes (codes, then scales) as the host sees them.
-std::vector<uint8_t> kv_bytes(Backend& b, const KvStorage& kv) {
-  std::vector<uint8_t> out(kv_block_bytes(kv) * static_cast<size_t>(kv.data.dim(0)));
-  b.download(kv.data, out.data());
-  if (kv.fp8()) b.download(kv.scales, out.data() + kv.data.nbytes());
-  return out;
-}
-
 // Checks the CUDA attention of case `c` against the CPU reference; returns the CUDA output.
 std::vector<float> run_case(const Case& c, uint32_t seed) {
   CpuBackend cpu;
@@ -94,8 +76,8 @@ std::vector<float> run_case(const Case& c, uint32_t seed) {
     }
   }
   const int64_t n_all = static_cast<int64_t>(all_slots.size()), n_new = static_cast<int64_t>(positions.size());
-  KvStorage kv_c = make_kv(cpu, c.fp8, total_blocks, layers, c.block_size, c.shape);
-  KvStorage kv_g = make_kv(gpu, c.fp8, total_blocks, layers, c.block_size, c.shape);
+  KvStorage kv_c = test::make_kv(cpu, c.fp8, total_blocks, layers, c.block_size, c.shape);
+  KvStorage kv_g = test::make_kv(gpu, c.fp8, total_blocks, layers, c.block_size, c.shape);
   const auto all = test::both(cpu, gpu, all_rows, Shape{n_all, row});
   const auto slots = test::both_i64(cpu, gpu, all_slots, Shape{n_all});
   cpu.store_kv(kv_c, layer, all.cpu, slots.cpu, c.shape);
@@ -109,7 +91,7 @@ std::vector<float> run_case(const Case& c, uint32_t seed) {
   }
   if (c.fp8) {
     // The same codes and scales (NaN rows give NaN scales and codes on both: compared as bytes).
-    EXPECT_EQ(kv_bytes(gpu, kv_g), kv_bytes(cpu, kv_c));
+    EXPECT_EQ(test::kv_bytes(gpu, kv_g), test::kv_bytes(cpu, kv_c));
   }
 
   const auto qkv = test::both(cpu, gpu, new_rows, Shape{n_new, row});
@@ -206,8 +188,9 @@ TEST(CudaAttention, Fp8KvDecodeAndPrefill) {
   Case decode_window{{{2000, 8}, {40, 1}}, 5, 37, {16, 4, 64}};
   Case prefill{{{0, 150}, {37, 60}, {12, 1}}, 16, 50, {8, 2, 128}, false};
   Case prefill_256{{{0, 90}, {64, 20}}, 16, 6, {8, 4, 256}};
+  Case decode_256{{{2500, 1}, {90, 2}}, 16, 0, {8, 2, 256}};
   Case command_a{{{300, 40}, {0, 23}, {80, 1}}, 16, 64, {96, 8, 128}};
-  for (Case* c : {&decode, &decode_window, &prefill, &prefill_256, &command_a}) {
+  for (Case* c : {&decode, &decode_window, &prefill, &prefill_256, &decode_256, &command_a}) {
     c->fp8 = true;
     run_case(*c, 51);
   }

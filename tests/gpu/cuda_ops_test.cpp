@@ -1,6 +1,7 @@
 // Every CUDA op against the CPU reference op on fresh random inputs (bf16-representable, so both start from
 // the same numbers). Tolerances: one bf16 rounding of the output (2^-9 relative) for data movement and
 // elementwise ops; a few roundings for reductions and matmuls (f32 accumulation in both).
+#include <algorithm>
 #include <cstring>
 #include <numeric>
 
@@ -132,6 +133,36 @@ TEST_F(CudaOps, FusedRopeAndKvStoreEqualsRopeThenStore) {
     }
   }
   EXPECT_EQ(untouched, want.size() - static_cast<size_t>(6 * 2 * kv_size));
+}
+
+TEST_F(CudaOps, FusedRopeAndFp8KvStoreQuantizesTheRotatedRows) {
+  // As above with an FP8 cache: the stored codes and scales are the CPU's quantization of the rows the kernel
+  // rotated, bit for bit; the padding token's slot and every slot nobody wrote stay zero.
+  const AttentionShape shape{12, 4, 128};
+  const int64_t d = shape.head_dim, row = (shape.num_heads + 2 * shape.num_heads_kv) * d, tokens = 7;
+  const int64_t blocks = 4, layers = 2, layer = 1, block_size = 5;
+  const auto qkv =
+      both(cpu_, *gpu_, test::random_bf16_values(static_cast<size_t>(tokens * row), 12), Shape{tokens, row});
+  const auto pos = test::both_i32(cpu_, *gpu_, {0, 1, 7, 8, 4096, 70000, 3}, Shape{tokens});
+  const auto slots = test::both_i64(cpu_, *gpu_, {15, 16, 2, 3, 19, -1, 9}, Shape{tokens});
+  std::vector<float> inv_freq;
+  for (int64_t j = 0; j < d / 2; ++j) inv_freq.push_back(static_cast<float>(std::pow(50000.0, -2.0 * j / d)));
+  const Tensor f_c = cpu_.upload(inv_freq.data(), DType::kF32, Shape{d / 2});
+  const Tensor f_g = gpu_->upload(inv_freq.data(), DType::kF32, Shape{d / 2});
+  KvStorage kv_c = test::make_kv(cpu_, true, blocks, layers, block_size, shape);
+  KvStorage kv_g = test::make_kv(*gpu_, true, blocks, layers, block_size, shape);
+  const std::vector<uint8_t> empty = test::kv_bytes(*gpu_, kv_g);
+
+  gpu_->rope_store_kv(kv_g, layer, qkv.gpu, pos.gpu, f_g, slots.gpu, shape);
+  const std::vector<float> rotated = test::to_f32(*gpu_, qkv.gpu);
+  cpu_.rope(qkv.cpu, pos.cpu, f_c, shape.num_heads + shape.num_heads_kv);
+  EXPECT_LT(test::rel_err(rotated, test::to_f32(cpu_, qkv.cpu)), 2 * test::kBf16Rounding);
+  const Tensor rotated_c = cpu_.upload(rotated.data(), DType::kF32, Shape{tokens, row});
+  cpu_.store_kv(kv_c, layer, rotated_c, slots.cpu, shape);
+  const std::vector<uint8_t> got = test::kv_bytes(*gpu_, kv_g), want = test::kv_bytes(cpu_, kv_c);
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(std::count(empty.begin(), empty.end(), uint8_t{0}), static_cast<std::ptrdiff_t>(empty.size()));
+  EXPECT_NE(got, empty);
 }
 
 TEST_F(CudaOps, SiluMulAndAdd) {

@@ -62,4 +62,23 @@ inline double rel_err(const std::vector<float>& got, const std::vector<float>& w
 // bf16 keeps 8 significant bits: one rounding of the output is a relative error of at most 2^-9 per element.
 inline constexpr double kBf16Rounding = 1.0 / 512;
 
+// A layer group's KV storage on `b`: the backend's activation dtype (F32 on the CPU, BF16 on the GPU), or FP8
+// codes and scales.
+inline KvStorage make_kv(Backend& b, bool fp8, int64_t blocks, int64_t layers, int64_t block_size,
+                         const AttentionShape& s) {
+  const int64_t kv_size = s.num_heads_kv * s.head_dim;
+  KvStorage kv{b.alloc(fp8 ? DType::kF8E4M3 : b.activation_dtype(), Shape{blocks, layers, 2 * block_size, kv_size}),
+               layers, block_size};
+  if (fp8) kv.scales = b.alloc(DType::kF32, Shape{blocks, layers, 2 * s.num_heads_kv, block_size});
+  return kv;
+}
+
+// Storage bytes (codes, then scales) as the host sees them.
+inline std::vector<uint8_t> kv_bytes(Backend& b, const KvStorage& kv) {
+  std::vector<uint8_t> out(kv_block_bytes(kv) * static_cast<size_t>(kv.data.dim(0)));
+  b.download(kv.data, out.data());
+  if (kv.fp8()) b.download(kv.scales, out.data() + kv.data.nbytes());
+  return out;
+}
+
 }  // namespace tide::test

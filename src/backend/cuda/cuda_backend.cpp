@@ -264,16 +264,14 @@ void CudaBackend::rope(Tensor qkv, const Tensor& positions, const Tensor& inv_fr
 // qkv: [T, (Hq + 2 Hkv) * D], positions, slot_mapping: [T], inv_freq: [D / 2]
 void CudaBackend::rope_store_kv(KvStorage& kv, int64_t layer, Tensor qkv, const Tensor& positions,
                                 const Tensor& inv_freq, const Tensor& slot_mapping, const AttentionShape& shape) {
-  if (kv.fp8()) {  // two passes: the rotation in place, then the quantizing store
-    rope(qkv, positions, inv_freq, shape.num_heads + shape.num_heads_kv);
-    store_kv(kv, layer, qkv, slot_mapping, shape);
-    return;
-  }
   const int64_t d = shape.head_dim;
   TIDE_CHECK(qkv.dim(1) == (shape.num_heads + 2 * shape.num_heads_kv) * d && slot_mapping.numel() == qkv.dim(0));
   TIDE_CHECK(positions.numel() == qkv.dim(0) && 2 * inv_freq.numel() == d && d % 2 == 0);
   TIDE_CHECK(layer >= 0 && layer < kv.num_layers);
-  cuda::launch_rope_store_kv(bf(kv.data, "KV cache"), bf(qkv, "qkv"), typed<int32_t>(positions, DType::kI32, "positions"),
+  bf16* cache = kv.fp8() ? nullptr : bf(kv.data, "KV cache");
+  uint8_t* codes = kv.fp8() ? static_cast<uint8_t*>(kv.data.data) : nullptr;
+  float* scales = kv.fp8() ? typed<float>(kv.scales, DType::kF32, "KV scales") : nullptr;
+  cuda::launch_rope_store_kv(cache, codes, scales, bf(qkv, "qkv"), typed<int32_t>(positions, DType::kI32, "positions"),
                              typed<float>(inv_freq, DType::kF32, "inv_freq"),
                              typed<int64_t>(slot_mapping, DType::kI64, "slots"), qkv.dim(0), shape.num_heads,
                              shape.num_heads_kv, d, kv.num_layers, layer, kv.block_size, stream_);

@@ -2,6 +2,7 @@
 // with RoPE: the forward pass uses the fused one), SiLU-multiply and add. One pass each.
 #include "backend/cuda/activation.cuh"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/kv_fp8.cuh"
 #include "backend/cuda/launch.cuh"
 
 namespace tide::cuda {
@@ -52,7 +53,9 @@ __global__ void store_kv_kernel(bf16* cache, const bf16* qkv, const int64_t* slo
 }
 
 struct RopeStoreParams {
-  bf16* cache;                  // [num_blocks, num_layers, 2, block_size, Hkv * D]
+  bf16* cache;                  // [num_blocks, num_layers, 2, block_size, Hkv * D], or with an FP8 cache:
+  uint8_t* codes;               //   its codes, same layout
+  float* scales;                //   and scales (kv_fp8.cuh)
   bf16* qkv;                    // [T, (Hq + 2 Hkv) * D]
   const int32_t* positions;     // [T]
   const float* inv_freq;        // [D / 2]
@@ -61,7 +64,9 @@ struct RopeStoreParams {
 };
 
 // One block per token: the token's cos/sin table first (one sincosf per frequency, shared by all heads), then
-// every q and k pair rotated in place, the rotated k and the v heads written to the cache.
+// every q and k pair rotated in place, the rotated k and the v heads written to the cache. kFp8: after a
+// barrier, the rotated k and the v heads quantized into the FP8 cache (store_token_kv_fp8).
+template <bool kFp8>
 __global__ void rope_store_kv_kernel(const __grid_constant__ RopeStoreParams p) {
   begin_dependent_kernel();
   extern __shared__ float2 cos_sin[];  // [D / 2]
@@ -76,9 +81,9 @@ __global__ void rope_store_kv_kernel(const __grid_constant__ RopeStoreParams p) 
   __syncthreads();
   bf16* row = p.qkv + t * (q_size + 2 * kv_size);
   const int64_t slot = p.slot_mapping[t];
-  bf16* k_dst = slot < 0 ? nullptr
-                         : p.cache + ((slot / p.block_size * p.num_layers + p.layer) * 2 * p.block_size +
-                                      slot % p.block_size) * kv_size;
+  bf16* k_dst = slot < 0 || kFp8 ? nullptr
+                                 : p.cache + ((slot / p.block_size * p.num_layers + p.layer) * 2 * p.block_size +
+                                              slot % p.block_size) * kv_size;
   const int64_t num_pairs = (p.num_heads + p.num_heads_kv) * half;
   // Unrolled so that several pairs' loads are in flight at once: at decode sizes this one block per token
   // waits on memory latency, not bandwidth.
@@ -90,6 +95,14 @@ __global__ void rope_store_kv_kernel(const __grid_constant__ RopeStoreParams p) 
     const __nv_bfloat162 y = __floats2bfloat162_rn(x.x * cs.x - x.y * cs.y, x.y * cs.x + x.x * cs.y);
     *pair = y;
     if (k_dst && 2 * i >= q_size) reinterpret_cast<__nv_bfloat162*>(k_dst)[i - q_size / 2] = y;
+  }
+  if constexpr (kFp8) {
+    if (slot < 0) return;  // padding (uniform over the block)
+    __syncthreads();       // the rotated k heads are visible to the whole block
+    store_token_kv_fp8(p.codes, p.scales, row + q_size, slot, p.num_heads_kv, d, p.num_layers, p.layer,
+                       p.block_size, static_cast<int>(threadIdx.x) / 32, kThreads / 32,
+                       static_cast<int>(threadIdx.x) % 32);
+    return;
   }
   if (!k_dst) return;
   const bf16* v = row + q_size + kv_size;
@@ -149,15 +162,19 @@ void launch_store_kv(bf16* cache, const bf16* qkv, const int64_t* slot_mapping, 
   }
 }
 
-void launch_rope_store_kv(bf16* cache, bf16* qkv, const int32_t* positions, const float* inv_freq,
-                          const int64_t* slot_mapping, int64_t num_tokens, int64_t num_heads, int64_t num_heads_kv,
-                          int64_t head_dim, int64_t num_layers, int64_t layer, int64_t block_size,
-                          cudaStream_t stream) {
+void launch_rope_store_kv(bf16* cache, uint8_t* codes, float* scales, bf16* qkv, const int32_t* positions,
+                          const float* inv_freq, const int64_t* slot_mapping, int64_t num_tokens, int64_t num_heads,
+                          int64_t num_heads_kv, int64_t head_dim, int64_t num_layers, int64_t layer,
+                          int64_t block_size, cudaStream_t stream) {
   if (num_tokens == 0) return;
-  const RopeStoreParams p{cache, qkv, positions, inv_freq, slot_mapping, num_heads, num_heads_kv, head_dim,
-                          num_layers, layer, block_size};
+  const RopeStoreParams p{cache, codes, scales, qkv, positions, inv_freq, slot_mapping, num_heads, num_heads_kv,
+                          head_dim, num_layers, layer, block_size};
   const size_t smem = sizeof(float2) * static_cast<size_t>(head_dim / 2);
-  launch_kernel(rope_store_kv_kernel, static_cast<unsigned>(num_tokens), kThreads, smem, stream, p);
+  if (codes != nullptr) {
+    launch_kernel(rope_store_kv_kernel<true>, static_cast<unsigned>(num_tokens), kThreads, smem, stream, p);
+  } else {
+    launch_kernel(rope_store_kv_kernel<false>, static_cast<unsigned>(num_tokens), kThreads, smem, stream, p);
+  }
 }
 
 void launch_silu_mul(bf16* out, const bf16* gate_up, int64_t num_tokens, int64_t inter, cudaStream_t stream) {

@@ -53,11 +53,12 @@ void launch_store_kv(bf16* cache, const bf16* qkv, const int64_t* slot_mapping, 
 void launch_store_kv_fp8(uint8_t* codes, float* scales, const bf16* qkv, const int64_t* slot_mapping,
                          int64_t num_tokens, int64_t row_size, int64_t q_size, int64_t num_heads_kv, int64_t head_dim,
                          int64_t num_layers, int64_t layer, int64_t block_size, cudaStream_t stream);
-// launch_rope on the q and k heads, then launch_store_kv, in one pass over each row.
-void launch_rope_store_kv(bf16* cache, bf16* qkv, const int32_t* positions, const float* inv_freq,
-                          const int64_t* slot_mapping, int64_t num_tokens, int64_t num_heads, int64_t num_heads_kv,
-                          int64_t head_dim, int64_t num_layers, int64_t layer, int64_t block_size,
-                          cudaStream_t stream);
+// launch_rope on the q and k heads, then launch_store_kv (cache) or launch_store_kv_fp8 (codes and scales;
+// cache null), in one kernel.
+void launch_rope_store_kv(bf16* cache, uint8_t* codes, float* scales, bf16* qkv, const int32_t* positions,
+                          const float* inv_freq, const int64_t* slot_mapping, int64_t num_tokens, int64_t num_heads,
+                          int64_t num_heads_kv, int64_t head_dim, int64_t num_layers, int64_t layer,
+                          int64_t block_size, cudaStream_t stream);
 // out = silu(gate) * up.  gate_up: [T, 2I], out: [T, I].
 void launch_silu_mul(bf16* out, const bf16* gate_up, int64_t num_tokens, int64_t inter, cudaStream_t stream);
 // out = a + b over n elements.

@@ -1,18 +1,15 @@
-// The FP8 KV store (--kv-cache-dtype fp8; backend.h, KvStorage): each head's K or V vector of a token is
-// written as E4M3 codes with its own scale, amax / 448, quantized as core/fp8.h does on the CPU (the same
-// bits for the same values).
-#include <cuda_bf16.h>
-
+// The FP8 KV store alone (store_kv with --kv-cache-dtype fp8; the forward pass stores fused with RoPE,
+// elementwise.cu): kv_fp8.cuh's store of each token.
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/kv_fp8.cuh"
 #include "backend/cuda/launch.cuh"
-#include "core/fp8.h"
 
 namespace tide::cuda {
 namespace {
 
 constexpr int kWarps = 8;
 
-// One CTA per token, one warp per vector at a time (vector 2 h + kv: head h's K (kv 0) or V).
+// One CTA per token.
 __global__ void __launch_bounds__(32 * kWarps)
     store_kv_fp8_kernel(uint8_t* __restrict__ codes, float* __restrict__ scales, const bf16* __restrict__ qkv,
                         const int64_t* __restrict__ slot_mapping, int64_t row_size, int64_t q_size,
@@ -21,21 +18,8 @@ __global__ void __launch_bounds__(32 * kWarps)
   begin_dependent_kernel();
   const int64_t t = blockIdx.x, slot = slot_mapping[t];
   if (slot < 0) return;  // padding
-  const int64_t block = slot / block_size, offset = slot % block_size, kv_size = num_heads_kv * head_dim;
-  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
-  for (int64_t vec = warp; vec < 2 * num_heads_kv; vec += kWarps) {
-    const int64_t kv = vec % 2, head = vec / 2;
-    const bf16* x = qkv + t * row_size + q_size + kv * kv_size + head * head_dim;
-    float amax = 0.0f;
-    for (int64_t i = lane; i < head_dim; i += 32) amax = fmaxf(amax, fabsf(__bfloat162float(x[i])));
-#pragma unroll
-    for (int o = 16; o > 0; o /= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-    const float scale = fp8::scale_for_amax(amax);
-    const int64_t layer_kv = (block * num_layers + layer) * 2 + kv;
-    uint8_t* dst = codes + (layer_kv * block_size + offset) * kv_size + head * head_dim;
-    for (int64_t i = lane; i < head_dim; i += 32) dst[i] = fp8::quantize(__bfloat162float(x[i]), scale);
-    if (lane == 0) scales[(layer_kv * num_heads_kv + head) * block_size + offset] = scale;
-  }
+  store_token_kv_fp8(codes, scales, qkv + t * row_size + q_size, slot, num_heads_kv, head_dim, num_layers, layer,
+                     block_size, static_cast<int>(threadIdx.x) / 32, kWarps, static_cast<int>(threadIdx.x) % 32);
 }
 
 }  // namespace

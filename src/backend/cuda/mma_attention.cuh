@@ -109,109 +109,262 @@ __device__ __forceinline__ void score_16x16(float (&s)[2][4], uint32_t q_tile, i
   }
 }
 
-// 8 FP8 codes times their vector's scale, as 8 bf16 (one 16-byte chunk of a tile row).
-__device__ __forceinline__ uint4 dequantize8(uint2 codes, float scale) {
-  uint32_t out[4];
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const uint32_t word = i < 2 ? codes.x : codes.y;
-    const auto pair = static_cast<__nv_fp8x2_storage_t>(word >> (16 * (i % 2)));
-    const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(pair, __NV_E4M3);
-    const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&h));
-    const __nv_bfloat162 b = __floats2bfloat162_rn(f.x * scale, f.y * scale);
-    out[i] = *reinterpret_cast<const uint32_t*>(&b);
-  }
-  return make_uint4(out[0], out[1], out[2], out[3]);
+// --- FP8 K/V tiles ---
+//
+// An FP8 cache's tile is staged raw: cp.async copies each key's K and V codes (D bytes each) and their two
+// f32 scales into a stage, as asynchronously as the bf16 cache's tiles and with half the bytes. Once the stage
+// has landed, widen_kv_rows writes the codes as exact bf16 values (no scale) into the swizzled bf16 K and V
+// tiles the mma steps read, and the scales are applied where they cost one multiply per key instead of one
+// per element: a score q . (c_k s_k) is (q . c_k) s_k, and p_k (c_k s_k) is (p_k s_k) c_k, so the kernels
+// multiply a key's scores by its K scale and its probabilities by its V scale (row sums stay unscaled).
+// Code rows are padded to D + 16 bytes, so that 8 consecutive rows' same 16-byte chunk fall in 8 different
+// bank groups.
+template <int D, int kKeys>
+struct Fp8KvStage {
+  static constexpr int kRowBytes = D + 16;
+  static constexpr int kCodeBytes = kKeys * kRowBytes;           // K codes, then V codes
+  static constexpr int kScales = 2 * kCodeBytes;                 // then the K scales, then the V scales (f32)
+  static constexpr int kBytes = kScales + 2 * kKeys * 4;
+  static_assert(kBytes % 128 == 0, "stages and the tiles after them keep the swizzle's 128-byte alignment");
+};
+
+// 4 bytes global -> shared; zero-filled (nothing read) when !valid.
+__device__ __forceinline__ void cp_async_4(uint32_t dst, const void* src, bool valid) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 4 : 0));
 }
 
-// load_kv_tile from an FP8 cache (p.cache8, p.scales): the same rows and chunks, each chunk's 8 codes read
-// into registers, dequantized with the row's scale (code x scale rounded to bf16) and stored to the tile;
-// synchronous, where the bf16 cache's chunks are copied asynchronously.
-template <int D, int kKeys, int kThreads>
-__device__ __forceinline__ void load_kv_tile_fp8(uint32_t k_tile, uint32_t v_tile, const PagedAttentionParams& p,
-                                                 const int32_t* table, int64_t kv_head, int64_t k0,
-                                                 int64_t key_begin, int64_t key_end, int tid) {
-  constexpr int kChunks = D / 8;
-  constexpr int kRowsPerPass = kThreads / kChunks;
-  constexpr int kPasses = kKeys / kRowsPerPass;
-  static_assert(kThreads % kChunks == 0 && kKeys % kRowsPerPass == 0);
-  const int chunk = tid % kChunks;
-  const int64_t kv_size = p.num_heads_kv * D;
-  const int block_size = static_cast<int>(p.block_size), num_layers = static_cast<int>(p.num_layers);
-  const int layer = static_cast<int>(p.layer), heads = static_cast<int>(p.num_heads_kv);
-  // Loads of kGroup rows first, so they are in flight together, then their stores (registers bound the group).
-  constexpr int kGroup = kPasses < 4 ? kPasses : 4;
-  static_assert(kPasses % kGroup == 0);
+__device__ __forceinline__ float2 lds_f32x2(uint32_t addr) {
+  float2 v;
+  asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];" : "=f"(v.x), "=f"(v.y) : "r"(addr));
+  return v;
+}
+
+// Two FP8 E4M3 codes of `word` as a pair of exact bf16 values (bf16x2 bits): the bytes `selector` moves into
+// the high bytes of the two halves (__byte_perm: 0x1404 bytes 0 and 1, 0x3424 bytes 2 and 3, 0x2404 bytes 0
+// and 2, 0x3414 bytes 1 and 3). Each code's sign, exponent and mantissa bits go to bf16's places, which reads
+// as the code times 2^-120 (a subnormal code as a bf16 subnormal); one bf16 multiply by 2^120 makes it the
+// code, exactly. Integer and bf16x2 instructions only: conversion instructions (cvt) run at a quarter rate.
+__device__ __forceinline__ uint32_t widen_pair(uint32_t word, uint32_t selector) {
+  const __nv_bfloat162 two_120 = __halves2bfloat162(__ushort_as_bfloat16(0x7B80), __ushort_as_bfloat16(0x7B80));
+  const uint32_t t = __byte_perm(word, 0, selector);
+  const uint32_t bits = (t & 0x80008000u) | ((t >> 4) & 0x07F007F0u);
+  const __nv_bfloat162 v = __hmul2(*reinterpret_cast<const __nv_bfloat162*>(&bits), two_120);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+// 8 codes (two words) as 8 exact bf16 values in order (one 16-byte chunk of a tile row).
+__device__ __forceinline__ uint4 widen8(uint32_t lo, uint32_t hi) {
+  return make_uint4(widen_pair(lo, 0x1404), widen_pair(lo, 0x3424), widen_pair(hi, 0x1404), widen_pair(hi, 0x3424));
+}
+
+// Widens rows [row0, row0 + kRows) of a landed FP8 stage's codes into the bf16 K and V tiles (widen8), spread
+// over `count` threads of which this is number `index`. Consecutive threads take consecutive rows of one
+// chunk: conflict-free reads of the padded code rows and writes of the swizzled tiles.
+template <int D, int kKeys, int kRows>
+__device__ __forceinline__ void widen_kv_rows(uint32_t k_tile, uint32_t v_tile, uint32_t stage, int row0, int index,
+                                              int count) {
+  using S = Fp8KvStage<D, kKeys>;
+  constexpr int kChunks = D / 16;
+#pragma unroll 2
+  for (int j = index; j < kRows * kChunks; j += count) {
+    const int r = row0 + j % kRows, c = j / kRows;
 #pragma unroll
-  for (int i0 = 0; i0 < kPasses; i0 += kGroup) {
-    uint2 codes[kGroup][2];
-    float scales[kGroup][2];
+    for (int v = 0; v < 2; ++v) {
+      const uint4 codes = lds128(stage + v * S::kCodeBytes + r * S::kRowBytes + c * 16);
+      const uint32_t tile = v == 0 ? k_tile : v_tile;
+      sts128(tile + swizzle<D>(r, 2 * c), widen8(codes.x, codes.y));
+      sts128(tile + swizzle<D>(r, 2 * c + 1), widen8(codes.z, codes.w));
+    }
+  }
+}
+
+// The K (v = 0) or V (v = 1) scales of tile keys key and key + 1 of a landed FP8 stage.
+template <int D, int kKeys>
+__device__ __forceinline__ float2 fp8_kv_scales(uint32_t stage, int v, int key) {
+  return lds_f32x2(stage + Fp8KvStage<D, kKeys>::kScales + (v * kKeys + key) * 4);
+}
+
+// --- FP8 decode: codes widened in registers ---
+//
+// ldmatrix reads 16-byte rows as 8 b16 columns; on FP8 codes each b16 is two codes. Non-transposed, lane
+// 4 g + t gets codes 4t .. 4t + 3 of row (key) g: as the mma's B fragment of S = Q K^T (k = 2t, 2t + 1 and
+// 2t + 8, 2t + 9) they stand for dims 4t, 4t + 1 and 4t + 2, 4t + 3 of a 16-dim step, so the query tile holds
+// each 16-dim chunk's dim pairs in that order (load_q_fp8_order). Transposed, the lane gets codes 2g, 2g + 1
+// of keys 2t and 2t + 1: bytes (0, 2) are dim 2g of both keys, the B fragment of P V for an "even dims" column
+// tile, and bytes (1, 3) dim 2g + 1's, an "odd dims" tile; fp8_pv_16's output columns are permuted that way.
+
+__device__ __forceinline__ void sts32(uint32_t addr, uint32_t v) {
+  asm volatile("st.shared.u32 [%0], %1;" ::"r"(addr), "r"(v) : "memory");
+}
+
+// The 16 query rows (zero past `group`) into the swizzled query tile, each 16-dim chunk's dim pairs reordered
+// (pair 2i to place i, pair 2i + 1 to place 4 + i) so that k = 2t, 2t + 1 of the mma's A fragment is dims 4t,
+// 4t + 1 and k = 2t + 8, 2t + 9 is dims 4t + 2, 4t + 3. Plain loads and stores, kThreads threads.
+template <int D, int kThreads>
+__device__ __forceinline__ void load_q_fp8_order(uint32_t q_tile, const bf16* q_rows, int group, int tid) {
+  constexpr int kPairs = 16 * (D / 2);
+  static_assert(kPairs % kThreads == 0);
+  uint32_t v[kPairs / kThreads];
 #pragma unroll
-    for (int i = 0; i < kGroup; ++i) {
-      const int r = tid / kChunks + (i0 + i) * kRowsPerPass;
+  for (int i = 0; i < kPairs / kThreads; ++i) {  // the loads first, all in flight
+    const int pair = tid + i * kThreads, r = pair / (D / 2);
+    v[i] = r < group ? __ldg(reinterpret_cast<const uint32_t*>(q_rows + r * D) + pair % (D / 2)) : 0u;
+  }
+#pragma unroll
+  for (int i = 0; i < kPairs / kThreads; ++i) {
+    const int pair = tid + i * kThreads, r = pair / (D / 2), d_pair = pair % (D / 2);
+    const int in_chunk = d_pair % 8, place = in_chunk % 2 == 0 ? in_chunk / 2 : 4 + in_chunk / 2;
+    const int k = (d_pair / 8) * 16 + 2 * place;  // the pair's dim in the tile
+    sts32(q_tile + swizzle<D>(r, k / 8) + (k % 8) * 2, v[i]);
+  }
+}
+
+// score_16x16 over a landed FP8 stage's K codes: keys [key, key + 16) of the stage, the query tile in
+// load_q_fp8_order. Unscaled: the caller multiplies by the keys' K scales.
+template <int D, int kKeys>
+__device__ __forceinline__ void fp8_score_16x16(float (&s)[2][4], uint32_t q_tile, uint32_t k_codes, int key,
+                                                int lane) {
+  using S = Fp8KvStage<D, kKeys>;
+#pragma unroll
+  for (int kk = 0; kk < D / 32; ++kk) {
+    // Matrix m = lane / 8: keys 8 (m % 2) .. + 8 and dims 16 (2 kk + m / 2) .. + 16.
+    uint32_t k4[4];
+    ldmatrix_x4(k4, k_codes + (key + 8 * ((lane / 8) % 2) + lane % 8) * S::kRowBytes + (2 * kk + lane / 16) * 16);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {  // dims 16 (2 kk + h) .. + 16
+      uint32_t a[4];
+      ldmatrix_x4(a, q_tile + swizzle<D>(lane % 16, 2 * (2 * kk + h) + lane / 16));
+      mma_bf16(s[0], a, widen_pair(k4[2 * h], 0x1404), widen_pair(k4[2 * h], 0x3424));
+      mma_bf16(s[1], a, widen_pair(k4[2 * h + 1], 0x1404), widen_pair(k4[2 * h + 1], 0x3424));
+    }
+  }
+}
+
+// O += P V over a landed FP8 stage's V codes, keys [key, key + 16): P as a bf16 head and tail (split_bf16),
+// already multiplied by the keys' V scales. o[2 c] holds dims 16 c + 4 (lane % 4) + {0, 2}, o[2 c + 1] dims
+// 16 c + 4 (lane % 4) + {1, 3} (columns 2 (lane % 4), 2 (lane % 4) + 1 of each 8-column tile).
+template <int D, int kKeys>
+__device__ __forceinline__ void fp8_pv_16(float (&o)[D / 8][4], const uint32_t (&a)[4], const uint32_t (&a_tail)[4],
+                                          uint32_t v_codes, int key, int lane) {
+  using S = Fp8KvStage<D, kKeys>;
+#pragma unroll
+  for (int cc = 0; cc < D / 32; ++cc) {
+    uint32_t v4[4];  // matrix m: keys 8 (m % 2) .. + 8, dims 16 (2 cc + m / 2) .. + 16
+    ldmatrix_x4_trans(v4, v_codes + (key + 8 * ((lane / 8) % 2) + lane % 8) * S::kRowBytes + (2 * cc + lane / 16) * 16);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int c = 2 * cc + h;
+#pragma unroll
+      for (int odd = 0; odd < 2; ++odd) {
+        const uint32_t selector = odd ? 0x3414 : 0x2404;
+        const uint32_t b0 = widen_pair(v4[2 * h], selector), b1 = widen_pair(v4[2 * h + 1], selector);
+        mma_bf16(o[2 * c + odd], a, b0, b1);
+        mma_bf16(o[2 * c + odd], a_tail, b0, b1);
+      }
+    }
+  }
+}
+
+// --- K/V tile copies ---
+//
+// KvTileCopy::load gathers keys [k0, k0 + kKeys) of one KV head through the block table into a stage: K and V
+// tiles in the swizzled bf16 layout, or an FP8 stage (Fp8KvStage: codes and scales). kThreads threads copy
+// 16-byte chunks (cp.async); thread tid copies chunk tid % kChunks of rows tid / kChunks + i kRowsPerPass and,
+// FP8, the K or V scale of row tid % kKeys. Keys outside [key_begin, key_end), and null blocks, are
+// zero-filled without reading the cache, so nothing outside the window is read (a zero V row times a zero
+// probability stays zero, where a stale row could hold NaN; a zero scale makes an FP8 row zero).
+// (Looking a tile's blocks up one tile ahead of its copies, to take the table's latency off the copies, was
+// slower on the H200: R7B FP8 decode at B=32 / 32K 18.7 against 17.8-17.9 ms per step with an FP8 cache.)
+template <int D, int kKeys, int kThreads, bool kFp8>
+struct KvTileCopy {
+  static constexpr int kChunks = kFp8 ? D / 16 : D / 8;  // 16-byte chunks per row (codes or bf16)
+  static constexpr int kRowsPerPass = kThreads / kChunks;
+  static_assert(kThreads % kChunks == 0 && kKeys % kRowsPerPass == 0 && 2 * kKeys <= kThreads);
+
+  // Starts the copies into `stage` (bf16: the K tile, the V tile kKeys D 2 bytes after it).
+  __device__ static void load(uint32_t stage, const PagedAttentionParams& p, const int32_t* table, int64_t kv_head,
+                              int64_t k0, int64_t key_begin, int64_t key_end, int tid) {
+    if constexpr (kFp8) {
+      load_fp8(stage, p, table, kv_head, k0, key_begin, key_end, tid);
+    } else {
+      load_bf16(stage, p, table, kv_head, k0, key_begin, key_end, tid);
+    }
+  }
+
+ private:
+  // (The forms of these loops are the measured ones: ptxas gave other forms more registers, and the R7B decode
+  // steps at long contexts were 3-9% slower with them.)
+  __device__ static void load_bf16(uint32_t stage, const PagedAttentionParams& p, const int32_t* table,
+                                   int64_t kv_head, int64_t k0, int64_t key_begin, int64_t key_end, int tid) {
+    const int block_size = static_cast<int>(p.block_size), num_layers = static_cast<int>(p.num_layers);
+    const int layer = static_cast<int>(p.layer), chunk = tid % kChunks;
+    const int64_t kv_size = p.num_heads_kv * D;
+#pragma unroll
+    for (int r = tid / kChunks; r < kKeys; r += kRowsPerPass) {
       const int64_t key = k0 + r;
-      codes[i][0] = codes[i][1] = make_uint2(0, 0);
-      scales[i][0] = scales[i][1] = 0.0f;
+      const bf16* src = p.cache;
+      bool valid = false;
       if (key >= key_begin && key < key_end) {
         const int k = static_cast<int>(key);
         const int32_t block = table[k / block_size];
         if (block >= 0) {
-          const int layer_kv = (block * num_layers + layer) * 2;  // K; V is layer_kv + 1
-          const int row = layer_kv * block_size + k % block_size;
-          const uint8_t* src = p.cache8 + static_cast<int64_t>(row) * kv_size + kv_head * D + chunk * 8;
-          codes[i][0] = __ldg(reinterpret_cast<const uint2*>(src));
-          codes[i][1] = __ldg(reinterpret_cast<const uint2*>(src + block_size * kv_size));
-          const int64_t at = (static_cast<int64_t>(layer_kv) * heads + kv_head) * block_size + k % block_size;
-          scales[i][0] = __ldg(p.scales + at);
-          scales[i][1] = __ldg(p.scales + at + static_cast<int64_t>(heads) * block_size);
+          // Cache rows of kv_size elements: fewer than 2^31 of them (the host checks), so 32-bit arithmetic.
+          const int row = (block * num_layers + layer) * 2 * block_size + k % block_size;
+          src = p.cache + static_cast<int64_t>(row) * kv_size + kv_head * D + chunk * 8;
+          valid = true;
         }
       }
-    }
-#pragma unroll
-    for (int i = 0; i < kGroup; ++i) {
-      const int r = tid / kChunks + (i0 + i) * kRowsPerPass;
-      sts128(k_tile + swizzle<D>(r, chunk), dequantize8(codes[i][0], scales[i][0]));
-      sts128(v_tile + swizzle<D>(r, chunk), dequantize8(codes[i][1], scales[i][1]));
+      cp_async_16(stage + swizzle<D>(r, chunk), src, valid);
+      cp_async_16(stage + kKeys * D * 2 + swizzle<D>(r, chunk), valid ? src + block_size * kv_size : src, valid);
     }
   }
-}
 
-// Gathers keys [k0, k0 + kKeys) of one KV head into K and V tiles (kThreads threads, 16-byte chunks): each
-// key's physical block comes from the block table. Keys outside [key_begin, key_end), and null blocks, are
-// zero-filled without reading the cache, so nothing outside the window is read (a zero V row times a zero
-// probability stays zero, where a stale row could hold NaN). kFp8: from an FP8 cache (load_kv_tile_fp8).
-template <int D, int kKeys, int kThreads, bool kFp8 = false>
-__device__ __forceinline__ void load_kv_tile(uint32_t k_tile, uint32_t v_tile, const PagedAttentionParams& p,
-                                             const int32_t* table, int64_t kv_head, int64_t k0, int64_t key_begin,
-                                             int64_t key_end, int tid) {
-  if constexpr (kFp8) {
-    return load_kv_tile_fp8<D, kKeys, kThreads>(k_tile, v_tile, p, table, kv_head, k0, key_begin, key_end, tid);
-  }
-  constexpr int kChunks = D / 8;
-  constexpr int kRowsPerPass = kThreads / kChunks;
-  static_assert(kThreads % kChunks == 0 && kKeys % kRowsPerPass == 0);
-  const int chunk = tid % kChunks;
-  const int64_t kv_size = p.num_heads_kv * D;
-  const int block_size = static_cast<int>(p.block_size), num_layers = static_cast<int>(p.num_layers);
-  const int layer = static_cast<int>(p.layer);
+  __device__ static void load_fp8(uint32_t stage, const PagedAttentionParams& p, const int32_t* table,
+                                  int64_t kv_head, int64_t k0, int64_t key_begin, int64_t key_end, int tid) {
+    using S = Fp8KvStage<D, kKeys>;
+    const int block_size = static_cast<int>(p.block_size), num_layers = static_cast<int>(p.num_layers);
+    const int layer = static_cast<int>(p.layer), chunk = tid % kChunks;
+    const int64_t kv_size = p.num_heads_kv * D;
 #pragma unroll
-  for (int r = tid / kChunks; r < kKeys; r += kRowsPerPass) {
-    const int64_t key = k0 + r;
-    const bf16* src = p.cache;
-    bool valid = false;
-    if (key >= key_begin && key < key_end) {
-      const int k = static_cast<int>(key);
-      const int32_t block = table[k / block_size];
-      if (block >= 0) {
-        // Cache rows of kv_size elements: fewer than 2^31 of them (the host checks), so 32-bit arithmetic.
-        const int row = (block * num_layers + layer) * 2 * block_size + k % block_size;
-        src = p.cache + static_cast<int64_t>(row) * kv_size + kv_head * D + chunk * 8;
-        valid = true;
+    for (int r = tid / kChunks; r < kKeys; r += kRowsPerPass) {
+      const int64_t key = k0 + r;
+      int64_t at = 0;  // the key's K codes; its V codes are block_size rows on
+      bool valid = false;
+      if (key >= key_begin && key < key_end) {
+        const int k = static_cast<int>(key);
+        const int32_t block = table[k / block_size];
+        if (block >= 0) {
+          // Cache rows of kv_size codes: fewer than 2^31 of them (the host checks), so 32-bit arithmetic.
+          const int row = (block * num_layers + layer) * 2 * block_size + k % block_size;
+          at = static_cast<int64_t>(row) * kv_size + kv_head * D;
+          valid = true;
+        }
       }
+      const int64_t v_at = valid ? at + block_size * kv_size : at;
+      cp_async_16(stage + r * S::kRowBytes + chunk * 16, p.cache8 + at + chunk * 16, valid);
+      cp_async_16(stage + S::kCodeBytes + r * S::kRowBytes + chunk * 16, p.cache8 + v_at + chunk * 16, valid);
     }
-    cp_async_16(k_tile + swizzle<D>(r, chunk), src, valid);
-    cp_async_16(v_tile + swizzle<D>(r, chunk), valid ? src + block_size * kv_size : src, valid);
+    copy_scales(stage, p, kv_head, k0, tid, layer_kv_of(p, table, k0 + tid % kKeys, key_begin, key_end));
   }
-}
+
+  // (block * num_layers + layer) * 2 of `key` (its K rows; V is one more), or -1 for a key not to read.
+  __device__ static int32_t layer_kv_of(const PagedAttentionParams& p, const int32_t* table, int64_t key,
+                                        int64_t key_begin, int64_t key_end) {
+    const int block_size = static_cast<int>(p.block_size);
+    const int32_t block = key >= key_begin && key < key_end ? table[static_cast<int>(key) / block_size] : -1;
+    return block < 0 ? -1 : (block * static_cast<int>(p.num_layers) + static_cast<int>(p.layer)) * 2;
+  }
+
+  // Thread kKeys v + r copies the K (v = 0) or V scale of row r, whose layer_kv_of is `layer_kv`.
+  __device__ static void copy_scales(uint32_t stage, const PagedAttentionParams& p, int64_t kv_head, int64_t k0,
+                                     int tid, int32_t layer_kv) {
+    if (tid >= 2 * kKeys) return;
+    const int r = tid % kKeys, v = tid / kKeys, block_size = static_cast<int>(p.block_size);
+    const int64_t at = layer_kv < 0 ? 0
+                                    : (static_cast<int64_t>(layer_kv + v) * p.num_heads_kv + kv_head) * block_size +
+                                          static_cast<int>(k0 + r) % block_size;
+    cp_async_4(stage + Fp8KvStage<D, kKeys>::kScales + tid * 4, p.scales + at, layer_kv >= 0);
+  }
+};
 
 }  // namespace tide::cuda::mma

@@ -19,7 +19,8 @@
 
 namespace tide::cuda::mma {
 
-template <int D>
+// kFp8: an FP8 cache, staged raw (Fp8KvStage) and dequantized into one bf16 K/V tile pair after the stages.
+template <int D, bool kFp8 = false>
 struct PrefillConfig {
   static constexpr int kWarps = 4;
   static constexpr int kThreads = 32 * kWarps;
@@ -29,7 +30,9 @@ struct PrefillConfig {
   static constexpr int kSubKeys = 32;                // keys per S block in registers
   static constexpr int kStages = 2;
   static constexpr int kTileBytes = kKeys * D * 2;
-  static constexpr size_t kSmemBytes = static_cast<size_t>(kRows * D * 2 + 2 * kStages * kTileBytes);
+  static constexpr int kStageBytes = kFp8 ? Fp8KvStage<D, kKeys>::kBytes : 2 * kTileBytes;
+  static constexpr size_t kSmemBytes =
+      static_cast<size_t>(kRows * D * 2 + kStages * kStageBytes + (kFp8 ? 2 * kTileBytes : 0));
   static constexpr int kMinBlocks = 2;  // CTAs per SM (96 KB of shared memory each at D = 128)
 };
 
@@ -40,12 +43,13 @@ struct PrefillParams {
   float scale_log2;       // D^-0.5 * log2(e): softmax in base 2
 };
 
-// kFp8: K/V from an FP8 cache (load_kv_tile_fp8).
+// kFp8: K/V from an FP8 cache (stage_kv_tile_fp8; all threads widen a tile, then a barrier; the keys' scales
+// go on the scores and probabilities).
 template <int D, bool kFp8 = false>
-__global__ void __launch_bounds__(PrefillConfig<D>::kThreads, PrefillConfig<D>::kMinBlocks)
+__global__ void __launch_bounds__(PrefillConfig<D, kFp8>::kThreads, PrefillConfig<D, kFp8>::kMinBlocks)
     prefill_attention_kernel(const __grid_constant__ PrefillParams pp) {
   begin_dependent_kernel();
-  using C = PrefillConfig<D>;
+  using C = PrefillConfig<D, kFp8>;
   const PagedAttentionParams& p = pp.p;
   const int seq = static_cast<int>(blockIdx.x) / pp.tiles_per_seq;
   // Later row tiles see more keys under a causal mask: launch them first so the short ones fill the tail.
@@ -73,7 +77,7 @@ __global__ void __launch_bounds__(PrefillConfig<D>::kThreads, PrefillConfig<D>::
 
   extern __shared__ __align__(128) unsigned char smem[];
   const uint32_t q_tile = smem_addr(smem);
-  const uint32_t kv_base = q_tile + C::kRows * D * 2;  // stage s: K at + 2 s kTileBytes, V after it
+  const uint32_t kv_base = q_tile + C::kRows * D * 2;  // stage s at + s kStageBytes (bf16: K, then V)
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int64_t row_size = (p.num_heads + 2 * p.num_heads_kv) * D;
 
@@ -86,13 +90,15 @@ __global__ void __launch_bounds__(PrefillConfig<D>::kThreads, PrefillConfig<D>::
                             : p.qkv;
     cp_async_16(q_tile + swizzle<D>(r, c), src, valid);
   }
+  // Starts the copies of tile `tile` into stage `stage` (KvTileCopy).
+  const auto load_tile = [&](int stage, int tile) {
+    using Copy = KvTileCopy<D, C::kKeys, C::kThreads, kFp8>;
+    const int k0 = key_lo + tile * C::kKeys;
+    Copy::load(kv_base + stage * C::kStageBytes, p, table, kv_head, k0, first_read, pos_max + 1, tid);
+  };
 #pragma unroll
   for (int s = 0; s < C::kStages - 1; ++s) {
-    if (s < num_tiles) {
-      load_kv_tile<D, C::kKeys, C::kThreads, kFp8>(kv_base + 2 * s * C::kTileBytes,
-                                                   kv_base + (2 * s + 1) * C::kTileBytes, p, table, kv_head,
-                                                   key_lo + s * C::kKeys, first_read, pos_max + 1, tid);
-    }
+    if (s < num_tiles) load_tile(s, s);
     cp_async_commit();
   }
 
@@ -114,15 +120,17 @@ __global__ void __launch_bounds__(PrefillConfig<D>::kThreads, PrefillConfig<D>::
     {
       const int next = it + C::kStages - 1;
       const int stage = next % C::kStages;
-      if (next < num_tiles) {
-        load_kv_tile<D, C::kKeys, C::kThreads, kFp8>(kv_base + 2 * stage * C::kTileBytes,
-                                                     kv_base + (2 * stage + 1) * C::kTileBytes, p, table, kv_head,
-                                                     key_lo + next * C::kKeys, first_read, pos_max + 1, tid);
-      }
+      if (next < num_tiles) load_tile(stage, next);
       cp_async_commit();
     }
-    const int stage = it % C::kStages;
-    const uint32_t k_tile = kv_base + 2 * stage * C::kTileBytes, v_tile = k_tile + C::kTileBytes;
+    const uint32_t stage_at = kv_base + (it % C::kStages) * C::kStageBytes;
+    uint32_t k_tile = stage_at;
+    if constexpr (kFp8) {
+      k_tile = kv_base + C::kStages * C::kStageBytes;
+      widen_kv_rows<D, C::kKeys, C::kKeys>(k_tile, k_tile + C::kTileBytes, stage_at, 0, tid, C::kThreads);
+      __syncthreads();  // every warp reads every key of the bf16 tiles
+    }
+    const uint32_t v_tile = k_tile + C::kTileBytes;
     // S blocks of kSubKeys keys: scores, softmax and P of 32 rows x 32 keys stay in registers.
 #pragma unroll 1
     for (int sub = 0; sub < C::kKeys / C::kSubKeys; ++sub) {
@@ -145,6 +153,18 @@ __global__ void __launch_bounds__(PrefillConfig<D>::kThreads, PrefillConfig<D>::
           for (int m = 0; m < C::kMTiles; ++m) {
             mma_bf16(s[m][2 * nn], a[m], b[0], b[1]);
             mma_bf16(s[m][2 * nn + 1], a[m], b[2], b[3]);
+          }
+        }
+      }
+
+      // This thread's keys of the block: sub kSubKeys + 8 j + 2 (lane % 4) + {0, 1}.
+      if constexpr (kFp8) {
+#pragma unroll
+        for (int j = 0; j < C::kSubKeys / 8; ++j) {
+          const float2 scale = fp8_kv_scales<D, C::kKeys>(stage_at, 0, sub * C::kSubKeys + 8 * j + 2 * (lane % 4));
+#pragma unroll
+          for (int m = 0; m < C::kMTiles; ++m) {
+            s[m][j][0] *= scale.x, s[m][j][1] *= scale.y, s[m][j][2] *= scale.x, s[m][j][3] *= scale.y;
           }
         }
       }
@@ -217,6 +237,16 @@ __global__ void __launch_bounds__(PrefillConfig<D>::kThreads, PrefillConfig<D>::
         }
       }
 
+      if constexpr (kFp8) {
+#pragma unroll
+        for (int j = 0; j < C::kSubKeys / 8; ++j) {
+          const float2 scale = fp8_kv_scales<D, C::kKeys>(stage_at, 1, sub * C::kSubKeys + 8 * j + 2 * (lane % 4));
+#pragma unroll
+          for (int m = 0; m < C::kMTiles; ++m) {
+            s[m][j][0] *= scale.x, s[m][j][1] *= scale.y, s[m][j][2] *= scale.x, s[m][j][3] *= scale.y;
+          }
+        }
+      }
       // O += P V, P repacked from the S accumulators (columns 2t, 2t+1 of key tiles 2kk and 2kk+1 are exactly
       // the A fragment of keys [16 kk, 16 kk + 16)).
 #pragma unroll
@@ -268,7 +298,7 @@ __global__ void __launch_bounds__(PrefillConfig<D>::kThreads, PrefillConfig<D>::
 
 template <int D, bool kFp8>
 void launch_prefill_kernel(const PrefillParams& pp, dim3 grid, cudaStream_t stream) {
-  using C = PrefillConfig<D>;
+  using C = PrefillConfig<D, kFp8>;
   static const bool configured = (configure_smem(prefill_attention_kernel<D, kFp8>, C::kSmemBytes), true);
   (void)configured;
   launch_kernel(prefill_attention_kernel<D, kFp8>, grid, C::kThreads, C::kSmemBytes, stream, pp);
