@@ -1,0 +1,140 @@
+// The CUDA backend's KV cache ops: RoPE with the store, the store, paged attention, and the block copies
+// between the device cache and the host tier.
+#include <algorithm>
+#include <cmath>
+
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/kernels.h"
+#include "backend/cuda/tensor_args.h"
+
+namespace tide {
+
+using cuda::bf;
+using cuda::bf16;
+using cuda::typed;
+
+// qkv: [T, (Hq + 2 Hkv) * D], positions, slot_mapping: [T], inv_freq: [D / 2]
+void CudaBackend::rope_store_kv(KvStorage& kv, int64_t layer, Tensor qkv, const Tensor& positions,
+                                const Tensor& inv_freq, const Tensor& slot_mapping, const AttentionShape& shape) {
+  const int64_t d = shape.head_dim;
+  TIDE_CHECK(qkv.dim(1) == (shape.num_heads + 2 * shape.num_heads_kv) * d && slot_mapping.numel() == qkv.dim(0));
+  TIDE_CHECK(positions.numel() == qkv.dim(0) && 2 * inv_freq.numel() == d && d % 2 == 0);
+  TIDE_CHECK(layer >= 0 && layer < kv.num_layers);
+  bf16* cache = kv.fp8() ? nullptr : bf(kv.data, "KV cache");
+  uint8_t* codes = kv.fp8() ? static_cast<uint8_t*>(kv.data.data) : nullptr;
+  float* scales = kv.fp8() ? typed<float>(kv.scales, DType::kF32, "KV scales") : nullptr;
+  cuda::launch_rope_store_kv(cache, codes, scales, bf(qkv, "qkv"), typed<int32_t>(positions, DType::kI32, "positions"),
+                             typed<float>(inv_freq, DType::kF32, "inv_freq"),
+                             typed<int64_t>(slot_mapping, DType::kI64, "slots"), qkv.dim(0), shape.num_heads,
+                             shape.num_heads_kv, d, kv.num_layers, layer, kv.block_size, stream_);
+}
+
+// qkv: [T, (Hq + 2 Hkv) * D], slot_mapping: [T]
+void CudaBackend::store_kv(KvStorage& kv, int64_t layer, const Tensor& qkv, const Tensor& slot_mapping,
+                           const AttentionShape& shape) {
+  const int64_t d = shape.head_dim;
+  TIDE_CHECK(qkv.dim(1) == (shape.num_heads + 2 * shape.num_heads_kv) * d && slot_mapping.numel() == qkv.dim(0));
+  TIDE_CHECK(layer >= 0 && layer < kv.num_layers);
+  if (kv.fp8()) {
+    cuda::launch_store_kv_fp8(static_cast<uint8_t*>(kv.data.data), typed<float>(kv.scales, DType::kF32, "KV scales"),
+                              bf(qkv, "qkv"), typed<int64_t>(slot_mapping, DType::kI64, "slots"), qkv.dim(0),
+                              qkv.dim(1), shape.num_heads * d, shape.num_heads_kv, d, kv.num_layers, layer,
+                              kv.block_size, stream_);
+    return;
+  }
+  cuda::launch_store_kv(bf(kv.data, "KV cache"), bf(qkv, "qkv"), typed<int64_t>(slot_mapping, DType::kI64, "slots"),
+                        qkv.dim(0), qkv.dim(1), shape.num_heads * d, shape.num_heads_kv * d, kv.num_layers, layer,
+                        kv.block_size, stream_);
+}
+
+// Sequences with at most this many new tokens go to the decode kernel (when every sequence has).
+constexpr int64_t kDecodeMaxTokens = 8;
+
+// out: [T, Hq * D], qkv: [T, (Hq + 2 Hkv) * D]
+void CudaBackend::attention(Tensor out, const Tensor& qkv, const KvStorage& kv, int64_t layer,
+                            const AttentionBatch& batch, const AttentionShape& shape, int64_t window) {
+  const int64_t group = shape.num_heads / shape.num_heads_kv;
+  const bool mma = cuda::mma_attention_supports(shape.head_dim);
+  if (!mma && !cuda::paged_attention_supports(shape.head_dim, group)) {
+    fail("cuda backend: attention with head_dim {} and {} query heads per KV head is not supported (head_dim 64, "
+         "128, 256, or at most 256 with at most 16 query heads per KV head)", shape.head_dim, group);
+  }
+  if (kv.fp8() && !mma) {
+    fail("cuda backend: an FP8 KV cache needs head_dim 64, 128 or 256 (the tensor-core attention), got {}",
+         shape.head_dim);
+  }
+  TIDE_CHECK(qkv.dim(1) == (shape.num_heads + 2 * shape.num_heads_kv) * shape.head_dim);
+  TIDE_CHECK(out.dim(1) == shape.num_heads * shape.head_dim && batch.block_size == kv.block_size);
+  // The kernels index cache rows (one token's K or V of one layer) and positions with 32-bit integers.
+  TIDE_CHECK(kv.data.dim(0) * kv.num_layers * 2 * kv.block_size < (int64_t{1} << 31));
+  TIDE_CHECK(batch.max_position < (int64_t{1} << 30) && qkv.dim(0) * shape.num_heads < (int64_t{1} << 31));
+  cuda::PagedAttentionParams p{};
+  p.out = bf(out, "attention output");
+  p.qkv = bf(qkv, "qkv");
+  if (kv.fp8()) {
+    p.cache8 = static_cast<const uint8_t*>(kv.data.data);
+    p.scales = typed<float>(kv.scales, DType::kF32, "KV cache scales");
+  } else {
+    p.cache = bf(kv.data, "KV cache");
+  }
+  p.positions = typed<int32_t>(batch.positions, DType::kI32, "positions");
+  p.seq_starts = typed<int32_t>(batch.seq_starts, DType::kI32, "seq_starts");
+  p.block_tables = typed<int32_t>(batch.block_tables, DType::kI32, "block tables");
+  p.num_tokens = qkv.dim(0);
+  p.num_seqs = batch.seq_starts.numel() - 1;
+  p.max_blocks = batch.block_tables.dim(1);
+  p.num_heads = shape.num_heads;
+  p.num_heads_kv = shape.num_heads_kv;
+  p.head_dim = shape.head_dim;
+  p.num_layers = kv.num_layers;
+  p.layer = layer;
+  p.block_size = kv.block_size;
+  p.num_blocks = kv.data.dim(0);
+  p.window = window;
+  p.scale = 1.0f / std::sqrt(static_cast<float>(shape.head_dim));
+  const int64_t max_keys = window == 0 ? batch.max_position + 1 : std::min(window, batch.max_position + 1);
+  if (mma) {
+    // Few new tokens per sequence: one CTA per token, split over the keys. Otherwise row tiles of one
+    // sequence's tokens, which read each K/V tile once for all of them.
+    if (batch.max_seq_tokens <= kDecodeMaxTokens && cuda::mma_decode_supports(shape.head_dim, group)) {
+      const int splits = cuda::mma_decode_splits(p.num_tokens, p.num_heads_kv, max_keys, num_sms_);
+      const int64_t slots = splits > 1 ? p.num_tokens * p.num_heads * splits : 1;
+      // Every slot is written before the merge reads it (an empty split writes its (max, sum) as (-inf, 0)):
+      // no memset in front of the kernel.
+      const Tensor part_out = alloc_scratch(DType::kF32, Shape{slots, shape.head_dim});
+      const Tensor part_ml = alloc_scratch(DType::kF32, Shape{slots, 2});
+      cuda::launch_mma_decode(p, max_keys, part_out.as<float>(), part_ml.as<float>(), splits, stream_);
+    } else {
+      cuda::launch_mma_prefill(p, batch.max_seq_tokens, stream_);
+    }
+    return;
+  }
+  const int splits = cuda::paged_attention_splits(p.num_tokens, p.num_heads_kv, max_keys, num_sms_);
+  const int64_t slots = p.num_tokens * p.num_heads * splits;
+  const Tensor part_out = alloc(DType::kF32, Shape{slots, shape.head_dim});
+  const Tensor part_ml = alloc(DType::kF32, Shape{slots, 2});
+  cuda::launch_paged_attention(p, part_out.as<float>(), part_ml.as<float>(), splits, stream_);
+}
+
+bool CudaBackend::supports_fp8_kv(int64_t head_dim) const { return cuda::mma_attention_supports(head_dim); }
+
+void CudaBackend::copy_blocks(KvStorage& device, Tensor& host, std::span<const BlockCopy> copies) {
+  const size_t block_bytes = kv_block_bytes(device);
+  // One stream, in order: an eviction lands before a later copy or kernel reuses its block or slot.
+  for (const BlockCopy& c : copies) {
+    TIDE_CHECK(valid_block_copy(device, host, c));
+    unsigned char* h = static_cast<unsigned char*>(host.data) + static_cast<size_t>(c.host_block) * block_bytes;
+    for (const KvBlockPart& part : kv_block_parts(device, c.device_block)) {
+      if (part.bytes == 0) continue;  // no scales
+      if (c.direction == BlockCopy::Direction::kToHost) {
+        TIDE_CUDA_CHECK(cudaMemcpyAsync(h, part.ptr, part.bytes, cudaMemcpyDeviceToHost, stream_));
+      } else {
+        TIDE_CUDA_CHECK(cudaMemcpyAsync(part.ptr, h, part.bytes, cudaMemcpyHostToDevice, stream_));
+      }
+      h += part.bytes;
+    }
+  }
+}
+
+}  // namespace tide
