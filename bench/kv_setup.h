@@ -19,7 +19,8 @@ namespace tide::bench {
 std::vector<PoolSpec> pool_specs(const ModelConfig& config, int64_t block_size, int64_t num_seqs,
                                  int64_t num_tokens, int64_t chunk);
 std::vector<int32_t> pool_blocks(const std::vector<PoolSpec>& pools);
-// Device bytes of those pools in bf16: blocks x group layers x (K, V) x block_size x kv heads x head_dim x 2.
+// Device bytes of those pools: blocks x group layers x (K, V) x block_size x kv heads x (head_dim x 2 in bf16,
+// or head_dim codes and a 4-byte scale with fp8).
 int64_t kv_cache_bytes(const ModelConfig& config, int64_t block_size, const std::vector<PoolSpec>& pools,
                        bool fp8 = false);
 

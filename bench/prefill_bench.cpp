@@ -66,14 +66,15 @@ void prefill_point(const Cohere2Model& model, CudaBackend& backend, const BenchO
     return;
   }
   const std::vector<PoolSpec> pools = pool_specs(c, kBlockSize, 1, num_tokens, chunk);
-  const int64_t kv_bytes = kv_cache_bytes(c, kBlockSize, pools);
+  const int64_t kv_bytes = kv_cache_bytes(c, kBlockSize, pools, options.fp8_kv);
   if (kv_bytes + kMemoryMargin > free_device_bytes()) {
     row.note = "skipped: does not fit";
     report.add(std::move(row));
     return;
   }
   KvCacheManager manager(kBlockSize, pools, /*enable_prefix_caching=*/false);
-  std::vector<KvStorage> kv = model.allocate_kv(kBlockSize, pool_blocks(pools));
+  std::vector<KvStorage> kv = model.allocate_kv(kBlockSize, pool_blocks(pools),
+                                                options.fp8_kv ? KvCacheDtype::kFp8 : KvCacheDtype::kAuto);
   EventTimer timer(backend.stream());
 
   // Warm-up: one chunk of the timed chunk shape (cuBLASLt algorithm choice, allocator caches).
@@ -87,7 +88,7 @@ void prefill_point(const Cohere2Model& model, CudaBackend& backend, const BenchO
   row.tok_per_s = static_cast<double>(num_tokens) / (t * 1e-3);
   row.flops_per_s = flops / (t * 1e-3);
   row.details = {{"tokens", num_tokens}, {"chunk", chunk}, {"flops", flops}, {"runs", runs},
-                 {"kv_cache_bytes", kv_bytes}};
+                 {"kv_cache_bytes", kv_bytes}, {"fp8_kv", options.fp8_kv}};
   report.add(std::move(row));
 }
 
