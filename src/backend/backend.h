@@ -15,6 +15,7 @@
 #include <string>
 
 #include "backend/sampling_math.h"
+#include "core/error.h"
 #include "core/kv_block.h"
 #include "core/tensor.h"
 
@@ -78,6 +79,23 @@ inline size_t kv_block_bytes(const KvStorage& kv) {
 inline bool valid_block_copy(const KvStorage& kv, const Tensor& host, const BlockCopy& copy) {
   return copy.device_block >= 0 && copy.device_block < kv.data.dim(0) && copy.host_block >= 0 &&
          copy.host_block < host.dim(0) && static_cast<size_t>(host.dim(1)) == kv_block_bytes(kv);
+}
+
+// The byte copies of `copies` in order, each block part by part (kv_block_parts) to or from its place in the
+// host slot: copy(device part, host address, bytes, to_host). The backends' copy_blocks pass their memcpy.
+template <typename CopyBytes>
+void for_each_block_part_copy(const KvStorage& device, const Tensor& host, std::span<const BlockCopy> copies,
+                              CopyBytes copy) {
+  const size_t block_bytes = kv_block_bytes(device);
+  for (const BlockCopy& c : copies) {
+    TIDE_CHECK(valid_block_copy(device, host, c));
+    unsigned char* h = static_cast<unsigned char*>(host.data) + static_cast<size_t>(c.host_block) * block_bytes;
+    for (const KvBlockPart& part : kv_block_parts(device, c.device_block)) {
+      if (part.bytes == 0) continue;  // no scales
+      copy(part.ptr, h, part.bytes, c.direction == BlockCopy::Direction::kToHost);
+      h += part.bytes;
+    }
+  }
 }
 
 // What the sample op needs besides the logits, in host memory: per-row parameters and RNG state, and the

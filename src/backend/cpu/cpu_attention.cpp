@@ -68,20 +68,10 @@ void CpuBackend::store_kv(KvStorage& kv, int64_t layer, const Tensor& qkv, const
 }
 
 void CpuBackend::copy_blocks(KvStorage& device, Tensor& host, std::span<const BlockCopy> copies) {
-  const size_t block_bytes = kv_block_bytes(device);
-  for (const BlockCopy& c : copies) {
-    TIDE_CHECK(valid_block_copy(device, host, c));
-    unsigned char* h = static_cast<unsigned char*>(host.data) + static_cast<size_t>(c.host_block) * block_bytes;
-    for (const KvBlockPart& part : kv_block_parts(device, c.device_block)) {
-      if (part.bytes == 0) continue;  // no scales
-      if (c.direction == BlockCopy::Direction::kToHost) {
-        std::memcpy(h, part.ptr, part.bytes);
-      } else {
-        std::memcpy(part.ptr, h, part.bytes);
-      }
-      h += part.bytes;
-    }
-  }
+  const auto copy = [](unsigned char* part, unsigned char* h, size_t bytes, bool to_host) {
+    to_host ? std::memcpy(h, part, bytes) : std::memcpy(part, h, bytes);
+  };
+  for_each_block_part_copy(device, host, copies, copy);
 }
 
 // out: [T, Hq * D], qkv: [T, (Hq + 2 Hkv) * D]

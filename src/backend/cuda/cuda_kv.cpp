@@ -120,21 +120,12 @@ void CudaBackend::attention(Tensor out, const Tensor& qkv, const KvStorage& kv, 
 bool CudaBackend::supports_fp8_kv(int64_t head_dim) const { return cuda::mma_attention_supports(head_dim); }
 
 void CudaBackend::copy_blocks(KvStorage& device, Tensor& host, std::span<const BlockCopy> copies) {
-  const size_t block_bytes = kv_block_bytes(device);
   // One stream, in order: an eviction lands before a later copy or kernel reuses its block or slot.
-  for (const BlockCopy& c : copies) {
-    TIDE_CHECK(valid_block_copy(device, host, c));
-    unsigned char* h = static_cast<unsigned char*>(host.data) + static_cast<size_t>(c.host_block) * block_bytes;
-    for (const KvBlockPart& part : kv_block_parts(device, c.device_block)) {
-      if (part.bytes == 0) continue;  // no scales
-      if (c.direction == BlockCopy::Direction::kToHost) {
-        TIDE_CUDA_CHECK(cudaMemcpyAsync(h, part.ptr, part.bytes, cudaMemcpyDeviceToHost, stream_));
-      } else {
-        TIDE_CUDA_CHECK(cudaMemcpyAsync(part.ptr, h, part.bytes, cudaMemcpyHostToDevice, stream_));
-      }
-      h += part.bytes;
-    }
-  }
+  const auto copy = [&](unsigned char* part, unsigned char* h, size_t bytes, bool to_host) {
+    TIDE_CUDA_CHECK(to_host ? cudaMemcpyAsync(h, part, bytes, cudaMemcpyDeviceToHost, stream_)
+                            : cudaMemcpyAsync(part, h, bytes, cudaMemcpyHostToDevice, stream_));
+  };
+  for_each_block_part_copy(device, host, copies, copy);
 }
 
 }  // namespace tide
