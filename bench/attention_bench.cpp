@@ -1,8 +1,9 @@
 // CudaBackend::attention alone, R7B heads (32 q / 8 kv / 128), one layer of one group:
 // (a) prefill of 8192 tokens of one sequence, causal and window 4096: TFLOP/s of useful FLOPs, 4 x heads x
 //     head_dim per (query, key) pair the mask allows;
-// (b) decode, 32 sequences of 1 token at context 32768, global: GB/s of the K and V the tokens attend, each
-//     read once (the bytes any kernel must read; the kernel may read them more than once).
+// (b) decode, 8 and 32 sequences of 1 token at context 32768, global: GB/s of the K and V the tokens attend,
+//     each read once (the bytes any kernel must read; the kernel may read them more than once).
+// With --fp8-kv the cache is FP8 (codes and a 4-byte scale per head's vector, counted in the bytes).
 #include <algorithm>
 #include <fmt/format.h>
 
@@ -26,7 +27,7 @@ struct PagedBatch {
   AttentionBatch batch;
 };
 
-PagedBatch paged_batch(CudaBackend& backend, int64_t num_seqs, int64_t start, int64_t len) {
+PagedBatch paged_batch(CudaBackend& backend, int64_t num_seqs, int64_t start, int64_t len, bool fp8) {
   const int64_t blocks_per_seq = (start + len + kBlockSize - 1) / kBlockSize;
   std::vector<int32_t> positions, starts{0}, tables(static_cast<size_t>(num_seqs * blocks_per_seq));
   std::vector<int64_t> slots;
@@ -40,8 +41,11 @@ PagedBatch paged_batch(CudaBackend& backend, int64_t num_seqs, int64_t start, in
   }
   const int64_t num_tokens = num_seqs * len;
   PagedBatch pb;
-  pb.kv = KvStorage{backend.alloc(DType::kBF16, Shape{num_seqs * blocks_per_seq, 1, 2 * kBlockSize, kKvSize}), 1,
+  const int64_t blocks = num_seqs * blocks_per_seq;
+  pb.kv = KvStorage{backend.alloc(fp8 ? DType::kF8E4M3 : DType::kBF16, Shape{blocks, 1, 2 * kBlockSize, kKvSize}), 1,
                     kBlockSize};
+  if (fp8) pb.kv.scales = backend.alloc(DType::kF32, Shape{blocks, 1, 2 * kShape.num_heads_kv, kBlockSize});
+  fill_kv(pb.kv, backend.stream());
   pb.batch = AttentionBatch{backend.upload(positions.data(), DType::kI32, Shape{num_tokens}),
                             backend.upload(starts.data(), DType::kI32, Shape{num_seqs + 1}),
                             backend.upload(tables.data(), DType::kI32, Shape{num_seqs, blocks_per_seq}),
@@ -67,8 +71,7 @@ double time_attention(CudaBackend& backend, Tensor& out, const Tensor& qkv, cons
 
 void prefill_attention(CudaBackend& backend, const BenchOptions& options, Report& report) {
   const int64_t num_tokens = 8192;
-  PagedBatch pb = paged_batch(backend, 1, 0, num_tokens);
-  fill_random(pb.kv.data, 0.0f, 1.0f, backend.stream());
+  PagedBatch pb = paged_batch(backend, 1, 0, num_tokens, options.fp8_kv);
   const Tensor qkv = backend.alloc(DType::kBF16, Shape{num_tokens, kQkvSize});
   fill_random(qkv, 0.0f, 1.0f, backend.stream());
   backend.store_kv(pb.kv, 0, qkv, pb.batch.slot_mapping, kShape);  // the batch's own keys, as in a forward
@@ -79,7 +82,8 @@ void prefill_attention(CudaBackend& backend, const BenchOptions& options, Report
     const double flops = 4.0 * static_cast<double>(kShape.num_heads * kShape.head_dim) *
                          static_cast<double>(keys_attended_sum(window, 0, num_tokens));
     BenchRow row("attention",
-                 window == 0 ? "attention prefill causal" : "attention prefill window 4096",
+                 fmt::format("attention prefill {}{}", window == 0 ? "causal" : "window 4096",
+                             options.fp8_kv ? " (FP8 KV)" : ""),
                  "8192 tok, 32/8 heads, d 128");
     row.time_ms = ms;
     row.tok_per_s = static_cast<double>(num_tokens) / (ms * 1e-3);
@@ -89,18 +93,20 @@ void prefill_attention(CudaBackend& backend, const BenchOptions& options, Report
   }
 }
 
-void decode_attention(CudaBackend& backend, const BenchOptions& options, Report& report) {
-  const int64_t num_seqs = 32, context = 32768;
-  PagedBatch pb = paged_batch(backend, num_seqs, context, 1);  // token at position C attends keys 0 .. C
-  fill_random(pb.kv.data, 0.0f, 1.0f, backend.stream());
+void decode_attention(CudaBackend& backend, const BenchOptions& options, int64_t num_seqs, Report& report) {
+  const int64_t context = 32768;
+  // Token at position C attends keys 0 .. C.
+  PagedBatch pb = paged_batch(backend, num_seqs, context, 1, options.fp8_kv);
   const Tensor qkv = backend.alloc(DType::kBF16, Shape{num_seqs, kQkvSize});
   fill_random(qkv, 0.0f, 1.0f, backend.stream());
   backend.store_kv(pb.kv, 0, qkv, pb.batch.slot_mapping, kShape);
   Tensor out = backend.alloc(DType::kBF16, Shape{num_seqs, kShape.num_heads * kShape.head_dim});
   const int runs = options.timed_runs(20, 5);
   const double ms = time_attention(backend, out, qkv, pb, 0, runs);
-  const int64_t bytes = num_seqs * (context + 1) * 2 * kKvSize * 2;
-  BenchRow row("attention", "attention decode global",
+  // Per key and K or V: bf16 values, or codes and a scale per head.
+  const int64_t per_vector_row = options.fp8_kv ? kKvSize + 4 * kShape.num_heads_kv : 2 * kKvSize;
+  const int64_t bytes = num_seqs * (context + 1) * 2 * per_vector_row;
+  BenchRow row("attention", options.fp8_kv ? "attention decode global (FP8 KV)" : "attention decode global",
                fmt::format("{} seqs x 1 tok, ctx {}", num_seqs, context));
   row.time_ms = ms;
   row.tok_per_s = static_cast<double>(num_seqs) / (ms * 1e-3);
@@ -118,10 +124,12 @@ void run_attention(const BenchOptions& options, Report& report) {
   } catch (const std::exception& e) {
     report.add(BenchRow("attention", "attention prefill", "", fmt::format("error: {}", e.what())));
   }
-  try {
-    decode_attention(backend, options, report);
-  } catch (const std::exception& e) {
-    report.add(BenchRow("attention", "attention decode", "", fmt::format("error: {}", e.what())));
+  for (const int64_t num_seqs : {int64_t{8}, int64_t{32}}) {
+    try {
+      decode_attention(backend, options, num_seqs, report);
+    } catch (const std::exception& e) {
+      report.add(BenchRow("attention", "attention decode", "", fmt::format("error: {}", e.what())));
+    }
   }
 }
 

@@ -42,6 +42,12 @@ void fill_random(const Tensor& t, float center, float amplitude, cudaStream_t st
   TIDE_CUDA_CHECK(launch_fill_uniform_bf16(t.data, t.numel(), center, amplitude, next_seed++, stream));
 }
 
+void fill_kv(const KvStorage& kv, cudaStream_t stream) {
+  if (!kv.fp8()) return fill_random(kv.data, 0.0f, 1.0f, stream);
+  TIDE_CUDA_CHECK(cudaMemsetAsync(kv.data.data, 0x38, kv.data.nbytes(), stream));
+  TIDE_CUDA_CHECK(cudaMemsetAsync(kv.scales.data, 0x3C, kv.scales.nbytes(), stream));
+}
+
 int64_t free_device_bytes() {
   size_t free = 0, total = 0;
   TIDE_CUDA_CHECK(cudaMemGetInfo(&free, &total));

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "backend/backend.h"
 #include "core/tensor.h"
 
 namespace tide::bench {
@@ -37,6 +38,9 @@ double median(std::vector<double> values);
 // Fills a BF16 device tensor with uniform values in [center - amplitude, center + amplitude], each call
 // with a fresh seed. Queued on `stream`.
 void fill_random(const Tensor& t, float center, float amplitude, cudaStream_t stream);
+// A KV cache's storage with finite keys and values: bf16 uniform in [-1, 1], or FP8 codes 0x38 (1.0) with
+// scales of bytes 0x3C (0.0115) (attention's timing does not depend on the values).
+void fill_kv(const KvStorage& kv, cudaStream_t stream);
 
 // Free device memory now (cudaMemGetInfo).
 int64_t free_device_bytes();

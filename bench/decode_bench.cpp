@@ -101,15 +101,7 @@ void decode_point(const BenchModel& m, const BenchOptions& options, int64_t num_
   for (int64_t s = 0; s < num_seqs; ++s) fake_prefill(c, manager, seqs[static_cast<size_t>(s)], s, context, kFillChunk);
   std::vector<KvStorage> kv = model.allocate_kv(kBlockSize, pool_blocks(pools),
                                                 options.fp8_kv ? KvCacheDtype::kFp8 : KvCacheDtype::kAuto);
-  for (const KvStorage& storage : kv) {
-    if (!storage.fp8()) {
-      fill_random(storage.data, 0.0f, 1.0f, backend->stream());
-      continue;
-    }
-    // Codes 0x38 (1.0) and scales of bytes 0x3C (0.0115): finite keys and values (timing does not depend on them).
-    TIDE_CUDA_CHECK(cudaMemsetAsync(storage.data.data, 0x38, storage.data.nbytes(), backend->stream()));
-    TIDE_CUDA_CHECK(cudaMemsetAsync(storage.scales.data, 0x3C, storage.scales.nbytes(), backend->stream()));
-  }
+  for (const KvStorage& storage : kv) fill_kv(storage, backend->stream());
   TIDE_CUDA_CHECK(cudaStreamSynchronize(backend->stream()));
 
   EventTimer timer(backend->stream());

@@ -126,7 +126,8 @@ int main(int argc, char** argv) {
   app.add_flag("--fp8", flags.options.fp8, "FP8 E4M3 linear weights with row scales (the model's FP8 path)");
   app.add_option("--linear-tokens", flags.options.linear_tokens, "token counts of the linear section")
       ->delimiter(',');
-  app.add_flag("--fp8-kv", flags.options.fp8_kv, "decode and prefill: an FP8 KV cache (codes and a scale per head's vector)");
+  app.add_flag("--fp8-kv", flags.options.fp8_kv,
+               "decode, prefill and attention: an FP8 KV cache (codes and a scale per head's vector)");
   app.add_option("--fp8-variant", flags.options.fp8_variant,
                  "force this shape of the FP8 small-batch matmul (-1: chosen per matrix)");
   app.add_flag("!--no-baselines", flags.options.baselines,
