@@ -18,8 +18,8 @@
 
 namespace tide::cuda::mma {
 
-// kS: K/V tiles in flight (D <= 128: 3, else 2). Splits of one tile (the usual decode split at small batches)
-// take one stage: its CTAs then fit beside the other stream's matmul CTAs.
+// kS: K/V tiles in flight (kDecodeDeepStages, kDecodeFp8DeepStages). Splits of one tile (the usual decode
+// split at small batches) take one stage: its CTAs then fit beside the other stream's matmul CTAs.
 // kFp8: an FP8 cache, staged raw (Fp8KvStage); the mma steps read the codes from the stage.
 template <int D, int kS, bool kFp8 = false>
 struct DecodeConfig {
@@ -64,7 +64,7 @@ __device__ inline int64_t sequence_of(const int32_t* seq_starts, int64_t num_seq
   return lo;
 }
 
-// kFp8: K/V from an FP8 cache (stage_kv_tile_fp8), its codes widened in registers (fp8_score_16x16,
+// kFp8: K/V from an FP8 cache (KvTileCopy), its codes widened in registers (fp8_score_16x16,
 // fp8_pv_16), the keys' scales applied to the scores and probabilities; the query tile's dims are permuted to
 // match (load_q_fp8_order).
 template <int D, int kS, bool kFp8 = false>

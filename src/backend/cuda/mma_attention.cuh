@@ -112,13 +112,13 @@ __device__ __forceinline__ void score_16x16(float (&s)[2][4], uint32_t q_tile, i
 // --- FP8 K/V tiles ---
 //
 // An FP8 cache's tile is staged raw: cp.async copies each key's K and V codes (D bytes each) and their two
-// f32 scales into a stage, as asynchronously as the bf16 cache's tiles and with half the bytes. Once the stage
-// has landed, widen_kv_rows writes the codes as exact bf16 values (no scale) into the swizzled bf16 K and V
-// tiles the mma steps read, and the scales are applied where they cost one multiply per key instead of one
-// per element: a score q . (c_k s_k) is (q . c_k) s_k, and p_k (c_k s_k) is (p_k s_k) c_k, so the kernels
-// multiply a key's scores by its K scale and its probabilities by its V scale (row sums stay unscaled).
-// Code rows are padded to D + 16 bytes, so that 8 consecutive rows' same 16-byte chunk fall in 8 different
-// bank groups.
+// f32 scales into a stage (KvTileCopy), as asynchronously as the bf16 cache's tiles and with half the bytes.
+// Once the stage has landed the codes are widened to exact bf16 values (no scale): by decode in registers
+// after ldmatrix (fp8_score_16x16, fp8_pv_16), by prefill into swizzled bf16 K and V tiles (widen_kv_rows).
+// The scales are applied where they cost one multiply per key instead of one per element: a score
+// q . (c_k s_k) is (q . c_k) s_k, and p_k (c_k s_k) is (p_k s_k) c_k, so the kernels multiply a key's scores by
+// its K scale and its probabilities by its V scale (row sums stay unscaled). Code rows are padded to D + 16
+// bytes, so that 8 consecutive rows' same 16-byte chunk fall in 8 different bank groups.
 template <int D, int kKeys>
 struct Fp8KvStage {
   static constexpr int kRowBytes = D + 16;

@@ -43,7 +43,7 @@ struct PrefillParams {
   float scale_log2;       // D^-0.5 * log2(e): softmax in base 2
 };
 
-// kFp8: K/V from an FP8 cache (stage_kv_tile_fp8; all threads widen a tile, then a barrier; the keys' scales
+// kFp8: K/V from an FP8 cache (KvTileCopy; all threads widen a tile, then a barrier; the keys' scales
 // go on the scores and probabilities).
 template <int D, bool kFp8 = false>
 __global__ void __launch_bounds__(PrefillConfig<D, kFp8>::kThreads, PrefillConfig<D, kFp8>::kMinBlocks)
