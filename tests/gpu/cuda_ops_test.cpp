@@ -236,5 +236,43 @@ TEST_F(CudaOps, CopyBlocksRoundTripsThroughPinnedHostMemory) {
   EXPECT_EQ(block(got, 2), block(values, 2));
 }
 
+TEST_F(CudaOps, CopyBlocksMovesFp8CodesAndScales) {
+  // An FP8 cache: a host slot holds its block's codes, then the block's scales (kv_block_parts); a copy back
+  // restores both parts, and no other block changes.
+  const AttentionShape shape{4, 2, 64};
+  const int64_t blocks = 6, layers = 2, block_size = 4;
+  KvStorage kv = test::make_kv(*gpu_, true, blocks, layers, block_size, shape);
+  std::vector<uint8_t> codes(kv.data.nbytes());
+  std::vector<float> scales(static_cast<size_t>(kv.scales.numel()));
+  for (size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<uint8_t>((i * 37 + 11) % 251);
+  for (size_t i = 0; i < scales.size(); ++i) scales[i] = 0.5f + static_cast<float>(i);
+  gpu_->upload_into(kv.data, codes.data());
+  gpu_->upload_into(kv.scales, scales.data());
+  const std::vector<uint8_t> before = test::kv_bytes(*gpu_, kv);
+  const size_t code_bytes = kv.data.nbytes() / blocks, scale_bytes = kv.scales.nbytes() / blocks;
+  ASSERT_EQ(kv_block_bytes(kv), code_bytes + scale_bytes);
+  // Block b as a host slot holds it: its codes, then its scales (kv_bytes lays out all codes, then all scales).
+  auto slot_of = [&](const std::vector<uint8_t>& storage, size_t b) {
+    std::vector<uint8_t> slot(storage.begin() + b * code_bytes, storage.begin() + (b + 1) * code_bytes);
+    const auto scales_at = storage.begin() + kv.data.nbytes() + b * scale_bytes;
+    slot.insert(slot.end(), scales_at, scales_at + scale_bytes);
+    return slot;
+  };
+
+  Tensor host = gpu_->alloc_host(DType::kU8, Shape{3, static_cast<int64_t>(kv_block_bytes(kv))});
+  const std::vector<BlockCopy> out = {{BlockCopy::Direction::kToHost, 1, 0}, {BlockCopy::Direction::kToHost, 4, 2}};
+  gpu_->copy_blocks(kv, host, out);
+  EXPECT_EQ(test::kv_bytes(*gpu_, kv), before);  // copies out change nothing (and the download synchronizes)
+  const auto* h = static_cast<const uint8_t*>(host.data);
+  EXPECT_EQ(std::vector<uint8_t>(h, h + kv_block_bytes(kv)), slot_of(before, 1));
+  const std::vector<BlockCopy> back = {{BlockCopy::Direction::kToDevice, 5, 0},
+                                       {BlockCopy::Direction::kToDevice, 0, 2}};
+  gpu_->copy_blocks(kv, host, back);
+  const std::vector<uint8_t> after = test::kv_bytes(*gpu_, kv);
+  EXPECT_EQ(slot_of(after, 5), slot_of(before, 1));
+  EXPECT_EQ(slot_of(after, 0), slot_of(before, 4));
+  for (size_t b : {size_t{1}, size_t{2}, size_t{3}, size_t{4}}) EXPECT_EQ(slot_of(after, b), slot_of(before, b)) << b;
+}
+
 }  // namespace
 }  // namespace tide
