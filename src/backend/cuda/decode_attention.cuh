@@ -147,16 +147,10 @@ __global__ void __launch_bounds__(DecodeConfig<D, kS, kFp8>::kThreads, 2)
 
     float s[2][4] = {};
     if constexpr (kFp8) {
-      fp8_score_16x16<D, 16>(s, q_tile, slice, 0, lane);
+      fp8_score_16x16<D>(s, q_tile, slice, lane);
+      scale_by_keys<D, 16>(s, slice, 0, 0, lane);
     } else {
       score_16x16<D>(s, q_tile, 0, slice, 0, lane);
-    }
-    if constexpr (kFp8) {  // this thread's keys: k0 + 8 j + 2 (lane % 4) + {0, 1}
-#pragma unroll
-      for (int j = 0; j < 2; ++j) {
-        const float2 scale = fp8_kv_scales<D, 16>(slice, 0, 8 * j + 2 * (lane % 4));
-        s[j][0] *= scale.x, s[j][1] *= scale.y, s[j][2] *= scale.x, s[j][3] *= scale.y;
-      }
     }
     if (k0 + 16 > hi) {
 #pragma unroll
@@ -190,20 +184,14 @@ __global__ void __launch_bounds__(DecodeConfig<D, kS, kFp8>::kThreads, 2)
     // P goes through the P·V mma as a bf16 head and tail (split_bf16): as accurate as f32 probabilities, for
     // twice the P·V mmas, which this memory-bound kernel has time for. (Prefill, compute-bound, rounds P to
     // bf16 as FlashAttention does.)
-    if constexpr (kFp8) {
-#pragma unroll
-      for (int j = 0; j < 2; ++j) {
-        const float2 scale = fp8_kv_scales<D, 16>(slice, 1, 8 * j + 2 * (lane % 4));
-        s[j][0] *= scale.x, s[j][1] *= scale.y, s[j][2] *= scale.x, s[j][3] *= scale.y;
-      }
-    }
+    if constexpr (kFp8) scale_by_keys<D, 16>(s, slice, 1, 0, lane);
     uint32_t a[4], a_tail[4];
     split_bf16(s[0][0], s[0][1], a[0], a_tail[0]);
     split_bf16(s[0][2], s[0][3], a[1], a_tail[1]);
     split_bf16(s[1][0], s[1][1], a[2], a_tail[2]);
     split_bf16(s[1][2], s[1][3], a[3], a_tail[3]);
     if constexpr (kFp8) {
-      fp8_pv_16<D, 16>(o, a, a_tail, v_tile, 0, lane);
+      fp8_pv_16<D>(o, a, a_tail, v_tile, lane);
     } else {
 #pragma unroll
       for (int nd = 0; nd < D / 16; ++nd) {

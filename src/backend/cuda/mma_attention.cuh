@@ -157,17 +157,16 @@ __device__ __forceinline__ uint4 widen8(uint32_t lo, uint32_t hi) {
   return make_uint4(widen_pair(lo, 0x1404), widen_pair(lo, 0x3424), widen_pair(hi, 0x1404), widen_pair(hi, 0x3424));
 }
 
-// Widens rows [row0, row0 + kRows) of a landed FP8 stage's codes into the bf16 K and V tiles (widen8), spread
-// over `count` threads of which this is number `index`. Consecutive threads take consecutive rows of one
-// chunk: conflict-free reads of the padded code rows and writes of the swizzled tiles.
-template <int D, int kKeys, int kRows>
-__device__ __forceinline__ void widen_kv_rows(uint32_t k_tile, uint32_t v_tile, uint32_t stage, int row0, int index,
-                                              int count) {
+// Widens the kKeys rows of a landed FP8 stage's codes into the bf16 K and V tiles (widen8), spread over
+// kThreads threads. Consecutive threads take consecutive rows of one chunk: conflict-free reads of the padded
+// code rows and writes of the swizzled tiles.
+template <int D, int kKeys, int kThreads>
+__device__ __forceinline__ void widen_kv_rows(uint32_t k_tile, uint32_t v_tile, uint32_t stage, int tid) {
   using S = Fp8KvStage<D, kKeys>;
   constexpr int kChunks = D / 16;
 #pragma unroll 2
-  for (int j = index; j < kRows * kChunks; j += count) {
-    const int r = row0 + j % kRows, c = j / kRows;
+  for (int j = tid; j < kKeys * kChunks; j += kThreads) {
+    const int r = j % kKeys, c = j / kKeys;
 #pragma unroll
     for (int v = 0; v < 2; ++v) {
       const uint4 codes = lds128(stage + v * S::kCodeBytes + r * S::kRowBytes + c * 16);
@@ -178,10 +177,24 @@ __device__ __forceinline__ void widen_kv_rows(uint32_t k_tile, uint32_t v_tile, 
   }
 }
 
-// The K (v = 0) or V (v = 1) scales of tile keys key and key + 1 of a landed FP8 stage.
-template <int D, int kKeys>
-__device__ __forceinline__ float2 fp8_kv_scales(uint32_t stage, int v, int key) {
-  return lds_f32x2(stage + Fp8KvStage<D, kKeys>::kScales + (v * kKeys + key) * 4);
+// Multiplies score (v = 0) or probability (v = 1) fragments by their keys' K or V scales from a landed FP8
+// stage: s[m][j]'s columns are the stage's keys key0 + 8 j + 2 (lane % 4) + {0, 1} (rows g and g + 8 alike).
+template <int D, int kKeys, int kM, int kN>
+__device__ __forceinline__ void scale_by_keys(float (&s)[kM][kN][4], uint32_t stage, int v, int key0, int lane) {
+#pragma unroll
+  for (int j = 0; j < kN; ++j) {
+    const int key = key0 + 8 * j + 2 * (lane % 4);
+    const float2 scale = lds_f32x2(stage + Fp8KvStage<D, kKeys>::kScales + (v * kKeys + key) * 4);
+#pragma unroll
+    for (int m = 0; m < kM; ++m) {
+      s[m][j][0] *= scale.x, s[m][j][1] *= scale.y, s[m][j][2] *= scale.x, s[m][j][3] *= scale.y;
+    }
+  }
+}
+// The same for one set of fragments s[j].
+template <int D, int kKeys, int kN>
+__device__ __forceinline__ void scale_by_keys(float (&s)[kN][4], uint32_t stage, int v, int key0, int lane) {
+  scale_by_keys<D, kKeys>(reinterpret_cast<float (&)[1][kN][4]>(s), stage, v, key0, lane);
 }
 
 // --- FP8 decode: codes widened in registers ---
@@ -219,17 +232,16 @@ __device__ __forceinline__ void load_q_fp8_order(uint32_t q_tile, const bf16* q_
   }
 }
 
-// score_16x16 over a landed FP8 stage's K codes: keys [key, key + 16) of the stage, the query tile in
-// load_q_fp8_order. Unscaled: the caller multiplies by the keys' K scales.
-template <int D, int kKeys>
-__device__ __forceinline__ void fp8_score_16x16(float (&s)[2][4], uint32_t q_tile, uint32_t k_codes, int key,
-                                                int lane) {
-  using S = Fp8KvStage<D, kKeys>;
+// score_16x16 over a landed FP8 stage's K codes: the stage's 16 keys, the query tile in load_q_fp8_order.
+// Unscaled: the caller multiplies by the keys' K scales (scale_by_keys).
+template <int D>
+__device__ __forceinline__ void fp8_score_16x16(float (&s)[2][4], uint32_t q_tile, uint32_t k_codes, int lane) {
+  using S = Fp8KvStage<D, 16>;
 #pragma unroll
   for (int kk = 0; kk < D / 32; ++kk) {
     // Matrix m = lane / 8: keys 8 (m % 2) .. + 8 and dims 16 (2 kk + m / 2) .. + 16.
     uint32_t k4[4];
-    ldmatrix_x4(k4, k_codes + (key + 8 * ((lane / 8) % 2) + lane % 8) * S::kRowBytes + (2 * kk + lane / 16) * 16);
+    ldmatrix_x4(k4, k_codes + (8 * ((lane / 8) % 2) + lane % 8) * S::kRowBytes + (2 * kk + lane / 16) * 16);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {  // dims 16 (2 kk + h) .. + 16
       uint32_t a[4];
@@ -240,17 +252,17 @@ __device__ __forceinline__ void fp8_score_16x16(float (&s)[2][4], uint32_t q_til
   }
 }
 
-// O += P V over a landed FP8 stage's V codes, keys [key, key + 16): P as a bf16 head and tail (split_bf16),
+// O += P V over a landed FP8 stage's V codes, the stage's 16 keys: P as a bf16 head and tail (split_bf16),
 // already multiplied by the keys' V scales. o[2 c] holds dims 16 c + 4 (lane % 4) + {0, 2}, o[2 c + 1] dims
 // 16 c + 4 (lane % 4) + {1, 3} (columns 2 (lane % 4), 2 (lane % 4) + 1 of each 8-column tile).
-template <int D, int kKeys>
+template <int D>
 __device__ __forceinline__ void fp8_pv_16(float (&o)[D / 8][4], const uint32_t (&a)[4], const uint32_t (&a_tail)[4],
-                                          uint32_t v_codes, int key, int lane) {
-  using S = Fp8KvStage<D, kKeys>;
+                                          uint32_t v_codes, int lane) {
+  using S = Fp8KvStage<D, 16>;
 #pragma unroll
   for (int cc = 0; cc < D / 32; ++cc) {
     uint32_t v4[4];  // matrix m: keys 8 (m % 2) .. + 8, dims 16 (2 cc + m / 2) .. + 16
-    ldmatrix_x4_trans(v4, v_codes + (key + 8 * ((lane / 8) % 2) + lane % 8) * S::kRowBytes + (2 * cc + lane / 16) * 16);
+    ldmatrix_x4_trans(v4, v_codes + (8 * ((lane / 8) % 2) + lane % 8) * S::kRowBytes + (2 * cc + lane / 16) * 16);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int c = 2 * cc + h;

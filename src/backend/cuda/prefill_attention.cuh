@@ -127,7 +127,7 @@ __global__ void __launch_bounds__(PrefillConfig<D, kFp8>::kThreads, PrefillConfi
     uint32_t k_tile = stage_at;
     if constexpr (kFp8) {
       k_tile = kv_base + C::kStages * C::kStageBytes;
-      widen_kv_rows<D, C::kKeys, C::kKeys>(k_tile, k_tile + C::kTileBytes, stage_at, 0, tid, C::kThreads);
+      widen_kv_rows<D, C::kKeys, C::kThreads>(k_tile, k_tile + C::kTileBytes, stage_at, tid);
       __syncthreads();  // every warp reads every key of the bf16 tiles
     }
     const uint32_t v_tile = k_tile + C::kTileBytes;
@@ -157,17 +157,7 @@ __global__ void __launch_bounds__(PrefillConfig<D, kFp8>::kThreads, PrefillConfi
         }
       }
 
-      // This thread's keys of the block: sub kSubKeys + 8 j + 2 (lane % 4) + {0, 1}.
-      if constexpr (kFp8) {
-#pragma unroll
-        for (int j = 0; j < C::kSubKeys / 8; ++j) {
-          const float2 scale = fp8_kv_scales<D, C::kKeys>(stage_at, 0, sub * C::kSubKeys + 8 * j + 2 * (lane % 4));
-#pragma unroll
-          for (int m = 0; m < C::kMTiles; ++m) {
-            s[m][j][0] *= scale.x, s[m][j][1] *= scale.y, s[m][j][2] *= scale.x, s[m][j][3] *= scale.y;
-          }
-        }
-      }
+      if constexpr (kFp8) scale_by_keys<D, C::kKeys>(s, stage_at, 0, sub * C::kSubKeys, lane);
 
       // Mask only tiles that some row does not see whole: past the first row's position, or before the last
       // row's window start.
@@ -237,16 +227,7 @@ __global__ void __launch_bounds__(PrefillConfig<D, kFp8>::kThreads, PrefillConfi
         }
       }
 
-      if constexpr (kFp8) {
-#pragma unroll
-        for (int j = 0; j < C::kSubKeys / 8; ++j) {
-          const float2 scale = fp8_kv_scales<D, C::kKeys>(stage_at, 1, sub * C::kSubKeys + 8 * j + 2 * (lane % 4));
-#pragma unroll
-          for (int m = 0; m < C::kMTiles; ++m) {
-            s[m][j][0] *= scale.x, s[m][j][1] *= scale.y, s[m][j][2] *= scale.x, s[m][j][3] *= scale.y;
-          }
-        }
-      }
+      if constexpr (kFp8) scale_by_keys<D, C::kKeys>(s, stage_at, 1, sub * C::kSubKeys, lane);
       // O += P V, P repacked from the S accumulators (columns 2t, 2t+1 of key tiles 2kk and 2kk+1 are exactly
       // the A fragment of keys [16 kk, 16 kk + 16)).
 #pragma unroll
