@@ -21,6 +21,32 @@ class CudaOps : public ::testing::Test {
   }
   CpuBackend cpu_;
   std::unique_ptr<CudaBackend> gpu_;
+
+  // RoPE's inverse frequencies 50000^(-2j / d), F32 on both backends.
+  test::Pair inv_freq(int64_t d) {
+    std::vector<float> f;
+    for (int64_t j = 0; j < d / 2; ++j) f.push_back(static_cast<float>(std::pow(50000.0, -2.0 * j / d)));
+    return {cpu_.upload(f.data(), DType::kF32, Shape{d / 2}), gpu_->upload(f.data(), DType::kF32, Shape{d / 2})};
+  }
+
+  // The fused RoPE + KV store tests' inputs: 12 q heads and 4 kv heads of 128 (GQA 3), 7 tokens at positions
+  // up to 70000, their slots in shuffled blocks of 5 positions, one padding token (slot -1).
+  struct RopeStoreCase {
+    AttentionShape shape{12, 4, 128};
+    int64_t tokens = 7, blocks = 4, layers = 2, layer = 1, block_size = 5;
+    int64_t row = 0;  // qkv row: q, k and v heads
+    test::Pair qkv, pos, slots, freq;
+  };
+  RopeStoreCase rope_store_case(uint32_t seed) {
+    RopeStoreCase c;
+    c.row = (c.shape.num_heads + 2 * c.shape.num_heads_kv) * c.shape.head_dim;
+    c.qkv = both(cpu_, *gpu_, test::random_bf16_values(static_cast<size_t>(c.tokens * c.row), seed),
+                 Shape{c.tokens, c.row});
+    c.pos = test::both_i32(cpu_, *gpu_, {0, 1, 7, 8, 4096, 70000, 3}, Shape{c.tokens});
+    c.slots = test::both_i64(cpu_, *gpu_, {15, 16, 2, 3, 19, -1, 9}, Shape{c.tokens});
+    c.freq = inv_freq(c.shape.head_dim);
+    return c;
+  }
 };
 
 TEST_F(CudaOps, EmbeddingAndGatherRowsCopyExactly) {
@@ -87,12 +113,9 @@ TEST_F(CudaOps, RopeRotatesTheSamePairs) {
   const int64_t d = 128, heads = 12, rope_heads = 10, tokens = 9;
   const auto qkv = both(cpu_, *gpu_, test::random_bf16_values(static_cast<size_t>(tokens * heads * d), 6), Shape{tokens, heads * d});
   const auto pos = test::both_i32(cpu_, *gpu_, {0, 1, 2, 15, 16, 4095, 4096, 70000, 131071}, Shape{tokens});
-  std::vector<float> inv_freq;
-  for (int64_t j = 0; j < d / 2; ++j) inv_freq.push_back(static_cast<float>(std::pow(50000.0, -2.0 * j / d)));
-  const Tensor f_c = cpu_.upload(inv_freq.data(), DType::kF32, Shape{d / 2});
-  const Tensor f_g = gpu_->upload(inv_freq.data(), DType::kF32, Shape{d / 2});
-  cpu_.rope(qkv.cpu, pos.cpu, f_c, rope_heads);
-  gpu_->rope(qkv.gpu, pos.gpu, f_g, rope_heads);
+  const test::Pair freq = inv_freq(d);
+  cpu_.rope(qkv.cpu, pos.cpu, freq.cpu, rope_heads);
+  gpu_->rope(qkv.gpu, pos.gpu, freq.gpu, rope_heads);
   const auto got = test::to_f32(*gpu_, qkv.gpu), want = test::to_f32(cpu_, qkv.cpu);
   EXPECT_LT(test::rel_err(got, want), 2 * test::kBf16Rounding);
   // The heads past num_rope_heads are untouched, bit for bit.
@@ -101,27 +124,19 @@ TEST_F(CudaOps, RopeRotatesTheSamePairs) {
 }
 
 TEST_F(CudaOps, FusedRopeAndKvStoreEqualsRopeThenStore) {
-  // 12 q heads and 4 kv heads of 128 (GQA 3); slots in shuffled blocks of 5 positions, one padding token.
-  const AttentionShape shape{12, 4, 128};
-  const int64_t d = shape.head_dim, row = (shape.num_heads + 2 * shape.num_heads_kv) * d, tokens = 7;
-  const int64_t blocks = 4, layers = 2, layer = 1, block_size = 5, kv_size = shape.num_heads_kv * d;
-  const auto qkv = both(cpu_, *gpu_, test::random_bf16_values(static_cast<size_t>(tokens * row), 11), Shape{tokens, row});
-  const auto pos = test::both_i32(cpu_, *gpu_, {0, 1, 7, 8, 4096, 70000, 3}, Shape{tokens});
-  const auto slots = test::both_i64(cpu_, *gpu_, {15, 16, 2, 3, 19, -1, 9}, Shape{tokens});
-  std::vector<float> inv_freq;
-  for (int64_t j = 0; j < d / 2; ++j) inv_freq.push_back(static_cast<float>(std::pow(50000.0, -2.0 * j / d)));
-  const Tensor f_c = cpu_.upload(inv_freq.data(), DType::kF32, Shape{d / 2});
-  const Tensor f_g = gpu_->upload(inv_freq.data(), DType::kF32, Shape{d / 2});
-  const std::vector<float> sentinel(static_cast<size_t>(blocks * layers * 2 * block_size * kv_size), 1000.0f);
-  const Shape cache_shape{blocks, layers, 2 * block_size, kv_size};
-  KvStorage kv_c{cpu_.upload(sentinel.data(), DType::kF32, cache_shape), layers, block_size};
-  KvStorage kv_g{gpu_->upload_as(sentinel.data(), DType::kF32, cache_shape, DType::kBF16), layers, block_size};
+  const RopeStoreCase c = rope_store_case(11);
+  const AttentionShape& shape = c.shape;
+  const int64_t kv_size = shape.num_heads_kv * shape.head_dim;
+  const std::vector<float> sentinel(static_cast<size_t>(c.blocks * c.layers * 2 * c.block_size * kv_size), 1000.0f);
+  const Shape cache_shape{c.blocks, c.layers, 2 * c.block_size, kv_size};
+  KvStorage kv_c{cpu_.upload(sentinel.data(), DType::kF32, cache_shape), c.layers, c.block_size};
+  KvStorage kv_g{gpu_->upload_as(sentinel.data(), DType::kF32, cache_shape, DType::kBF16), c.layers, c.block_size};
 
-  cpu_.rope(qkv.cpu, pos.cpu, f_c, shape.num_heads + shape.num_heads_kv);  // the definition
-  cpu_.store_kv(kv_c, layer, qkv.cpu, slots.cpu, shape);
-  gpu_->rope_store_kv(kv_g, layer, qkv.gpu, pos.gpu, f_g, slots.gpu, shape);
+  cpu_.rope(c.qkv.cpu, c.pos.cpu, c.freq.cpu, shape.num_heads + shape.num_heads_kv);  // the definition
+  cpu_.store_kv(kv_c, c.layer, c.qkv.cpu, c.slots.cpu, shape);
+  gpu_->rope_store_kv(kv_g, c.layer, c.qkv.gpu, c.pos.gpu, c.freq.gpu, c.slots.gpu, shape);
 
-  EXPECT_LT(test::rel_err(test::to_f32(*gpu_, qkv.gpu), test::to_f32(cpu_, qkv.cpu)), 2 * test::kBf16Rounding);
+  EXPECT_LT(test::rel_err(test::to_f32(*gpu_, c.qkv.gpu), test::to_f32(cpu_, c.qkv.cpu)), 2 * test::kBf16Rounding);
   const std::vector<float> got = test::to_f32(*gpu_, kv_g.data), want = test::to_f32(cpu_, kv_c.data);
   EXPECT_LT(test::rel_err(got, want), 2 * test::kBf16Rounding);
   // Slots nobody wrote (the padding token's included) still hold the sentinel, bit for bit.
@@ -138,27 +153,18 @@ TEST_F(CudaOps, FusedRopeAndKvStoreEqualsRopeThenStore) {
 TEST_F(CudaOps, FusedRopeAndFp8KvStoreQuantizesTheRotatedRows) {
   // As above with an FP8 cache: the stored codes and scales are the CPU's quantization of the rows the kernel
   // rotated, bit for bit; the padding token's slot and every slot nobody wrote stay zero.
-  const AttentionShape shape{12, 4, 128};
-  const int64_t d = shape.head_dim, row = (shape.num_heads + 2 * shape.num_heads_kv) * d, tokens = 7;
-  const int64_t blocks = 4, layers = 2, layer = 1, block_size = 5;
-  const auto qkv =
-      both(cpu_, *gpu_, test::random_bf16_values(static_cast<size_t>(tokens * row), 12), Shape{tokens, row});
-  const auto pos = test::both_i32(cpu_, *gpu_, {0, 1, 7, 8, 4096, 70000, 3}, Shape{tokens});
-  const auto slots = test::both_i64(cpu_, *gpu_, {15, 16, 2, 3, 19, -1, 9}, Shape{tokens});
-  std::vector<float> inv_freq;
-  for (int64_t j = 0; j < d / 2; ++j) inv_freq.push_back(static_cast<float>(std::pow(50000.0, -2.0 * j / d)));
-  const Tensor f_c = cpu_.upload(inv_freq.data(), DType::kF32, Shape{d / 2});
-  const Tensor f_g = gpu_->upload(inv_freq.data(), DType::kF32, Shape{d / 2});
-  KvStorage kv_c = test::make_kv(cpu_, true, blocks, layers, block_size, shape);
-  KvStorage kv_g = test::make_kv(*gpu_, true, blocks, layers, block_size, shape);
+  const RopeStoreCase c = rope_store_case(12);
+  const AttentionShape& shape = c.shape;
+  KvStorage kv_c = test::make_kv(cpu_, true, c.blocks, c.layers, c.block_size, shape);
+  KvStorage kv_g = test::make_kv(*gpu_, true, c.blocks, c.layers, c.block_size, shape);
   const std::vector<uint8_t> empty = test::kv_bytes(*gpu_, kv_g);
 
-  gpu_->rope_store_kv(kv_g, layer, qkv.gpu, pos.gpu, f_g, slots.gpu, shape);
-  const std::vector<float> rotated = test::to_f32(*gpu_, qkv.gpu);
-  cpu_.rope(qkv.cpu, pos.cpu, f_c, shape.num_heads + shape.num_heads_kv);
-  EXPECT_LT(test::rel_err(rotated, test::to_f32(cpu_, qkv.cpu)), 2 * test::kBf16Rounding);
-  const Tensor rotated_c = cpu_.upload(rotated.data(), DType::kF32, Shape{tokens, row});
-  cpu_.store_kv(kv_c, layer, rotated_c, slots.cpu, shape);
+  gpu_->rope_store_kv(kv_g, c.layer, c.qkv.gpu, c.pos.gpu, c.freq.gpu, c.slots.gpu, shape);
+  const std::vector<float> rotated = test::to_f32(*gpu_, c.qkv.gpu);
+  cpu_.rope(c.qkv.cpu, c.pos.cpu, c.freq.cpu, shape.num_heads + shape.num_heads_kv);
+  EXPECT_LT(test::rel_err(rotated, test::to_f32(cpu_, c.qkv.cpu)), 2 * test::kBf16Rounding);
+  const Tensor rotated_c = cpu_.upload(rotated.data(), DType::kF32, Shape{c.tokens, c.row});
+  cpu_.store_kv(kv_c, c.layer, rotated_c, c.slots.cpu, shape);
   const std::vector<uint8_t> got = test::kv_bytes(*gpu_, kv_g), want = test::kv_bytes(cpu_, kv_c);
   EXPECT_EQ(got, want);
   EXPECT_EQ(std::count(empty.begin(), empty.end(), uint8_t{0}), static_cast<std::ptrdiff_t>(empty.size()));
