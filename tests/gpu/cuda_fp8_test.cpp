@@ -165,10 +165,10 @@ TEST_F(CudaFp8, SmallBatchMatmulEveryElement) {
 }
 
 // Shapes whose work the shared-memory streaming kernel (fp8_stream_matmul.cu) splits unevenly over its CTAs:
-// row tiles one CTA covers whole, tiles split between two or three CTAs (summed by the last to arrive), and
-// 1024-byte K chunks with a short tail: K a multiple of 16 only (bulk copies of rows), and of 64 (tensor-map
-// copies, whose boxes reach past the last row and the last step). Each twice, so split tiles also meet
-// counters a kernel left at zero.
+// row tiles one CTA covers whole, tiles split between two or three CTAs (summed by the last to arrive), grids
+// of whole tiles (stream_k_grid: N 4000 and 4004 on 2 CTAs per SM), and 1024-byte K chunks with a short tail:
+// K a multiple of 16 only (bulk copies of rows), and of 64 (tensor-map copies, whose boxes reach past the last
+// row and the last step). Each twice, so split tiles also meet counters a kernel left at zero.
 TEST_F(CudaFp8, SmallBatchMatmulSplitTilesEveryElement) {
   const int num_variants = gpu_->set_fp8_small_matmul_variant(-1);
   // Hopper's driver encodes tensor maps: the tensor-map variants below must not fall back to row copies.
@@ -176,7 +176,8 @@ TEST_F(CudaFp8, SmallBatchMatmulSplitTilesEveryElement) {
   std::printf("[ fp8      ] streaming matmul's tensor-map copies: %s\n", CudaBackend::fp8_tensor_map_feed());
   for (const int64_t t : {1, 9, 16}) {
     for (const EveryElementCase& c : {EveryElementCase(t, 1040, 4000), EveryElementCase(t, 3088, 1000),
-                                      EveryElementCase(t, 1088, 4004), EveryElementCase(t, 3136, 1000)}) {
+                                      EveryElementCase(t, 1088, 4004), EveryElementCase(t, 3136, 1000),
+                                      EveryElementCase(t, 1040, 4600)}) {
       for (int variant = -1; variant < num_variants; ++variant) {
         gpu_->set_fp8_small_matmul_variant(variant);
         for (int run = 0; run < 2; ++run) c.check(*gpu_, "variant " + std::to_string(variant));

@@ -16,9 +16,10 @@
 //
 // Work split (stream-K): the matrix is cut into units of 16 rows x 1024 bytes of K, numbered row tile by row
 // tile; CTA c of G takes units [c U / G, (c + 1) U / G), so every CTA reads the same bytes whatever N and K
-// are. A row tile that one CTA covers whole is written directly. A tile split between CTAs has each of them
-// store its partial sums in a scratch slot; the last to arrive (counted atomically) adds the slots in CTA
-// order, so the result does not depend on which CTA finishes first (backend/stream_k.h).
+// are. G is the CTAs that fit at once, or fewer where each can take whole tiles (stream_k_grid). A row tile
+// that one CTA covers whole is written directly. A tile split between CTAs has each of them store its partial
+// sums in a scratch slot; the last to arrive (counted atomically) adds the slots in CTA order, so the result
+// does not depend on which CTA finishes first (backend/stream_k.h).
 #include <cuda_bf16.h>
 #include <cudaTypedefs.h>
 
@@ -304,8 +305,8 @@ void launch(Out* out, const Fp8SmallMatmul& p, const CUtensorMap& map, int stage
     return true;
   }();
   (void)configured;
-  const int64_t units = (p.n + kTileRows - 1) / kTileRows * ((p.k + kChunk - 1) / kChunk);
-  const auto grid = static_cast<unsigned>(std::min<int64_t>(units, int64_t{num_sms} * ctas_per_sm));
+  const auto grid = static_cast<unsigned>(
+      stream_k_grid((p.n + kTileRows - 1) / kTileRows, (p.k + kChunk - 1) / kChunk, int64_t{num_sms} * ctas_per_sm));
   const size_t smem = smem_bytes(kFeed, stages);
   launch_kernel(kernel, grid, kThreads, smem, stream, out, p.x8, p.x_scales, p.w8, p.w_scales,
                 p.alpha, static_cast<int>(p.num_tokens), static_cast<int>(p.k), static_cast<int>(p.n), stages,
