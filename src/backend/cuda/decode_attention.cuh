@@ -70,7 +70,6 @@ __device__ inline int64_t sequence_of(const int32_t* seq_starts, int64_t num_seq
 template <int D, int kS, bool kFp8 = false>
 __global__ void __launch_bounds__(DecodeConfig<D, kS, kFp8>::kThreads, 2)
     decode_attention_kernel(const __grid_constant__ DecodeParams dp) {
-  begin_dependent_kernel();
   using C = DecodeConfig<D, kS, kFp8>;
   const PagedAttentionParams& p = dp.p;
   const int64_t t = blockIdx.x, kv_head = blockIdx.y;
@@ -84,6 +83,15 @@ __global__ void __launch_bounds__(DecodeConfig<D, kS, kFp8>::kThreads, 2)
   const int64_t per_split = ((pos - first + 1 + dp.num_splits - 1) / dp.num_splits + C::kKeys - 1) / C::kKeys * C::kKeys;
   const int64_t lo = first + split * per_split, hi = min(pos + 1, lo + per_split);  // keys [lo, hi)
   const int64_t slot0 = (t * p.num_heads + kv_head * group) * dp.num_splits + split;  // head h: + h * num_splits
+  const int32_t* table = p.block_tables + sequence_of(p.seq_starts, p.num_seqs, t) * p.max_blocks;
+  // Positions, sequence starts and block tables are the step's inputs, which no kernel writes: read before
+  // the wait, while the kernel before (RoPE and the KV store) still runs; with one-tile splits (short contexts,
+  // where the latency of each load is on the step's path) the tile's block-table entries are fetched into L1
+  // then too. The queries, the cache and the outputs only after the wait (launch.cuh).
+  if constexpr (kS == 1) {
+    if (lo < hi && tid == 0) asm volatile("prefetch.global.L1 [%0];" ::"l"(table + lo / p.block_size));
+  }
+  begin_dependent_kernel();
   if (lo >= hi) {  // an empty split (short context): contributes nothing to the merge
     for (int h = tid; h < group; h += C::kThreads) {
       dp.part_ml[(slot0 + h * dp.num_splits) * 2] = -INFINITY;
@@ -92,7 +100,6 @@ __global__ void __launch_bounds__(DecodeConfig<D, kS, kFp8>::kThreads, 2)
     return;
   }
   const int64_t num_tiles = (hi - lo + C::kKeys - 1) / C::kKeys;
-  const int32_t* table = p.block_tables + sequence_of(p.seq_starts, p.num_seqs, t) * p.max_blocks;
 
   extern __shared__ __align__(128) unsigned char smem[];
   const uint32_t q_tile = smem_addr(smem);

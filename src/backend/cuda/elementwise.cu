@@ -68,19 +68,21 @@ struct RopeStoreParams {
 // barrier, the rotated k and the v heads quantized into the FP8 cache (store_token_kv_fp8).
 template <bool kFp8>
 __global__ void rope_store_kv_kernel(const __grid_constant__ RopeStoreParams p) {
-  begin_dependent_kernel();
   extern __shared__ float2 cos_sin[];  // [D / 2]
   const int64_t t = blockIdx.x, half = p.head_dim / 2, d = p.head_dim;
   const int64_t q_size = p.num_heads * d, kv_size = p.num_heads_kv * d;
+  // Positions, slots and frequencies are the step's inputs, which no kernel writes: read (and the table
+  // computed) while the kernel before still runs; qkv and the cache only after the wait (launch.cuh).
   const float pos = static_cast<float>(p.positions[t]);
   for (int64_t j = threadIdx.x; j < half; j += blockDim.x) {
     float s, c;
     sincosf(pos * p.inv_freq[j], &s, &c);  // f32 angle, as the reference computes it
     cos_sin[j] = make_float2(c, s);
   }
+  const int64_t slot = p.slot_mapping[t];
+  begin_dependent_kernel();
   __syncthreads();
   bf16* row = p.qkv + t * (q_size + 2 * kv_size);
-  const int64_t slot = p.slot_mapping[t];
   bf16* k_dst = slot < 0 || kFp8 ? nullptr
                                  : p.cache + ((slot / p.block_size * p.num_layers + p.layer) * 2 * p.block_size +
                                               slot % p.block_size) * kv_size;
