@@ -6,7 +6,10 @@
 // reads anything an earlier kernel writes or writes anything an earlier kernel reads, and every CTA calls it,
 // also CTAs with nothing to do (a kernel that completes without waiting would let the kernel after it run
 // ahead of the one before). The wait returns once the previous kernel has completed and its writes are
-// visible; since that kernel waited too, every earlier kernel has completed as well.
+// visible; since that kernel waited too, every earlier kernel has completed as well. What no kernel writes
+// may be read before the wait: the weights, and the step's metadata (positions, slots, block tables, which the
+// step's first copy writes: when a kernel's CTAs run, the kernel before it has passed its own wait, so every
+// kernel and copy before that one has completed).
 //
 // A kernel lets the next one be scheduled (allow_dependent_launch) only once its own wait has returned, so at
 // most one kernel sits waiting behind the running one: the next kernel's CTAs are then spread over an almost
