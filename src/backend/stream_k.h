@@ -31,16 +31,28 @@ struct StreamKPartition {
   TIDE_STREAM_K_HD int slot(int64_t c, int64_t tile) const { return tile == begin(c) / chunks ? 0 : 1; }
 };
 
-// The grid for `tiles` x `chunks` units on `slots` CTAs that can be resident at once: `slots` CTAs (an even
-// split), unless whole tiles per CTA cost at most 1/16 more units per CTA than that. Then fewer CTAs, each
-// taking the same number of whole tiles, so no tile is split. A split tile stalls each of its CTAs in the
-// middle of its stream for the fix-up (partials, fence, arrival): per-CTA timestamps of R7B's FP8 down
-// projection at batch 1 on the H200 showed 4-5 us of a 15-20 us stream there, and 256 CTAs of one tile each
-// read the matrix at 2968 GB/s alone against 2488 for 264 split ones (Command-A's down: 768 tiles, 256 CTAs of 3).
-inline int64_t stream_k_grid(int64_t tiles, int64_t chunks, int64_t slots) {
+// The CTAs of `per_cta` whole tiles each that cover `tiles` on `slots` resident CTAs, if whole tiles cost at
+// most 1/16 more units per CTA than an even split on all of them; 0 if not.
+inline int64_t whole_tile_grid(int64_t tiles, int64_t slots) {
+  const int64_t per_cta = (tiles + slots - 1) / slots;
+  return tiles % per_cta == 0 && per_cta * slots * 16 <= tiles * 17 ? tiles / per_cta : 0;
+}
+
+// The grid for `tiles` x `chunks` units on `num_sms` SMs that hold up to `ctas_per_sm` CTAs each: CTAs of whole
+// tiles where they balance on ctas_per_sm, or on fewer, CTAs per SM (whole_tile_grid); else an even split on
+// num_sms * ctas_per_sm CTAs. A split tile stalls each of its CTAs in the middle of its stream for the fix-up
+// (partials, fence, arrival): per-CTA timestamps of R7B's FP8 down projection at batch 1 on the H200 showed
+// 4-5 us of a 15-20 us stream there, and 256 CTAs of one tile each read the matrix at 2968 GB/s alone against
+// 2488 for 264 split ones (Command-A's down: 768 tiles, 256 CTAs of 3). R7B's qkv (384 tiles) balances only at
+// one CTA per SM (128 CTAs of 3), which also leaves it room beside gate_up's two per SM in the decode step.
+inline int64_t stream_k_grid(int64_t tiles, int64_t chunks, int64_t num_sms, int64_t ctas_per_sm) {
+  const int64_t slots = num_sms * ctas_per_sm;
   if (tiles * chunks <= slots) return tiles * chunks;
-  const int64_t per_cta = (tiles + slots - 1) / slots;  // tiles per CTA with whole tiles
-  return tiles % per_cta == 0 && per_cta * slots * 16 <= tiles * 17 ? tiles / per_cta : slots;
+  for (int64_t per_sm = ctas_per_sm; per_sm >= 1; --per_sm) {
+    const int64_t grid = whole_tile_grid(tiles, num_sms * per_sm);
+    if (grid > 0) return grid;
+  }
+  return slots;
 }
 
 }  // namespace tide

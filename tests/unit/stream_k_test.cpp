@@ -74,27 +74,34 @@ TEST(StreamKPartition, DecodeShapes) {
 }
 
 TEST(StreamKPartition, GridTakesWholeTilesWhenTheyBalance) {
-  // R7B's and Command-A's down projections on 264 slots: one and three whole tiles per CTA.
-  EXPECT_EQ(stream_k_grid(256, 14, 264), 256);
-  EXPECT_EQ(stream_k_grid(768, 36, 264), 256);
-  EXPECT_EQ(stream_k_grid(500, 14, 264), 250);
-  // Whole tiles would leave CTAs far less even (300 tiles: 2 per CTA against 1.14) or uneven (501): split.
-  EXPECT_EQ(stream_k_grid(300, 14, 264), 264);
-  EXPECT_EQ(stream_k_grid(501, 14, 264), 264);
-  EXPECT_EQ(stream_k_grid(100, 14, 264), 264);
-  EXPECT_EQ(stream_k_grid(10, 14, 264), 140);  // fewer units than slots: one each
-  for (int64_t tiles : {1, 7, 50, 256, 257, 768}) {
-    for (int64_t chunks : {1, 3, 14, 36}) {
-      for (int64_t slots : {1, 5, 132, 264}) {
-        const int64_t grid = stream_k_grid(tiles, chunks, slots);
-        ASSERT_GE(grid, 1);
-        ASSERT_LE(grid, std::min(slots, tiles * chunks));
-        const StreamKPartition p{tiles, chunks, grid};
-        SCOPED_TRACE(::testing::Message() << "tiles " << tiles << " chunks " << chunks << " slots " << slots);
-        check(p);
-        if (::testing::Test::HasFatalFailure()) return;
-        if (grid < std::min(slots, tiles * chunks)) {  // the whole-tile grid: no tile is split
-          for (int64_t c = 0; c <= grid; ++c) ASSERT_EQ(p.begin(c) % chunks, 0) << "CTA " << c;
+  // R7B's and Command-A's down projections on 132 SMs of 2 CTAs: one and three whole tiles per CTA.
+  EXPECT_EQ(stream_k_grid(256, 14, 132, 2), 256);
+  EXPECT_EQ(stream_k_grid(768, 36, 132, 2), 256);
+  EXPECT_EQ(stream_k_grid(500, 14, 132, 2), 250);
+  // R7B's and Command-A's qkv: whole tiles balance only at one CTA per SM (3 and 7 tiles per CTA).
+  EXPECT_EQ(stream_k_grid(384, 4, 132, 2), 128);
+  EXPECT_EQ(stream_k_grid(896, 12, 132, 2), 128);
+  EXPECT_EQ(stream_k_grid(384, 4, 132, 1), 128);
+  // Whole tiles would leave CTAs far less even (300 tiles: 2 per CTA against 1.14, 3 against 2.27) or uneven
+  // (501): split over every slot.
+  EXPECT_EQ(stream_k_grid(300, 14, 132, 2), 264);
+  EXPECT_EQ(stream_k_grid(501, 14, 132, 2), 264);
+  EXPECT_EQ(stream_k_grid(100, 14, 132, 2), 264);
+  EXPECT_EQ(stream_k_grid(10, 14, 132, 2), 140);  // fewer units than slots: one each
+  for (int64_t tiles : {1, 7, 50, 256, 257, 384, 768}) {
+    for (int64_t chunks : {1, 3, 4, 14, 36}) {
+      for (int64_t num_sms : {1, 5, 132}) {
+        for (int64_t per_sm : {1, 2}) {
+          const int64_t slots = num_sms * per_sm, grid = stream_k_grid(tiles, chunks, num_sms, per_sm);
+          ASSERT_GE(grid, 1);
+          ASSERT_LE(grid, std::min(slots, tiles * chunks));
+          const StreamKPartition p{tiles, chunks, grid};
+          SCOPED_TRACE(::testing::Message() << "tiles " << tiles << " chunks " << chunks << " slots " << slots);
+          check(p);
+          if (::testing::Test::HasFatalFailure()) return;
+          if (grid < std::min(slots, tiles * chunks)) {  // a whole-tile grid: no tile is split
+            for (int64_t c = 0; c <= grid; ++c) ASSERT_EQ(p.begin(c) % chunks, 0) << "CTA " << c;
+          }
         }
       }
     }

@@ -215,23 +215,27 @@ struct StreamVariant {
   bool tensor_map;
   int stages, ctas_per_sm;
 };
-constexpr StreamVariant kStreamVariants[] = {{false, 4, 2}, {false, 3, 2}, {false, 8, 1},
-                                             {true, 4, 2},  {true, 6, 2},  {true, 8, 1}};
+constexpr StreamVariant kStreamVariants[] = {{false, 4, 2}, {false, 3, 2}, {false, 8, 1}, {true, 4, 2},
+                                             {true, 6, 2},  {true, 8, 1},  {true, 2, 2}, {true, 0, 2}};
 constexpr int kNumStreamVariants = sizeof(kStreamVariants) / sizeof(kStreamVariants[0]);
 
-// Where the dispatch (variant -1) takes the streaming kernel, with tensor-map copies, 4 stages, 2 CTAs per SM:
-// matrices with K > N (the MLP's down projection: R7B [4096, 14336], Command-A [12288, 36864]) at any batch,
-// and wide ones (N > 2K: gate_up) above 8 tokens; the register-fed kernel for the rest. In the decode step
-// down runs beside the attention chain (attention, split merge, quantization, o): the register-fed kernel's
-// single wave of 124-register CTAs leaves those kernels no room until it drains, while the streaming
-// kernel's CTAs (two per SM, K split evenly) leave room, and its producers copy down's first stages while
-// the SwiGLU kernel before it runs. R7B FP8 decode on the H200, step ms: down streamed with row copies
-// instead of the register-fed kernel 2-3% faster at batch 1, 3.5-5% at 4 and 8 (session 8); tensor-map
-// copies instead of row copies 2.939 against 2.954-2.957 at batch 1 and 4.192 against 4.256-4.276 at batch
-// 8 (1K context); gate_up streamed at 12 and 16 tokens 4.94-4.96 against 5.17 and 5.23-5.26 against 5.55
-// (8K context: 7.93-7.97 against 8.37), but slower at 8 tokens (4.04 against 3.94) and at 1 (3.19 against
-// 2.85). qkv and o streamed too were slower at every batch up to 8 (alone the streaming kernel reads a
-// matrix at 1.5-3.5 TB/s, the register-fed one at 2.4-3.8).
+// Where the dispatch (variant -1) takes the streaming kernel, with tensor-map copies and up to 2 CTAs per SM:
+// - every matrix at up to 8 tokens, with 2 or 4 stages by the length of a CTA's stream (R7B 2, Command-A 4:
+//   fp8_stream_matmul.cu). In the decode step qkv then streams beside gate_up (R7B: 128 CTAs of 3 whole
+//   tiles, one per SM beside gate_up's two: stream_k_grid), so RoPE and the decode attention run beside
+//   gate_up on the SMs qkv's CTAs leave instead of after it; and R7B's CTAs hold 35 KB of shared memory, so
+//   the attention chain's CTAs fit beside them. R7B FP8 decode on the H200, 2 stages, step ms against the
+//   register-fed qkv, gate_up and o with down on 4 stages (same calls): 1K context B=1 2.67 against
+//   2.70-2.72, B=4 2.81-2.82 against 2.89-2.91, B=8 3.09-3.10 against 3.15-3.17; 8K B=1 2.80 against
+//   2.94-2.96, B=4 3.48-3.49 against 3.64-3.66. Down alone on 2 stages instead of 4 took 1% off batch 1;
+//   gate_up with 3 or 4 stages was slower than with 2, and so was gate_up at one CTA per SM (128 CTAs of 14
+//   tiles; 2.95 ms at B=1).
+// - above 8 tokens, matrices with K > N (the MLP's down projection: R7B [4096, 14336], Command-A [12288,
+//   36864]) and wide ones (N > 2K: gate_up), with 4 stages; the register-fed kernel for qkv and o. Down
+//   streamed instead of register-fed was 3.5-5% faster at batches 4 and 8 (session 8); gate_up streamed at 12
+//   and 16 tokens 4.94-4.96 against 5.17 and 5.23-5.26 against 5.55 ms (8K context: 7.93-7.97 against 8.37).
+constexpr int kFewTokensStreamVariant = 7;
+constexpr int kFewTokens = 8;
 constexpr int kLongKStreamVariant = 3;
 constexpr int kWideStreamVariant = 3;
 
@@ -246,7 +250,9 @@ bool fp8_small_matmul_supports(int64_t num_tokens, int64_t k, int64_t n) {
 
 void launch_fp8_small_matmul(const Fp8SmallMatmul& p, int num_sms, cudaStream_t stream) {
   int variant = p.variant;
-  if (variant == -1 && p.k > p.n) {
+  if (variant == -1 && p.num_tokens <= kFewTokens) {
+    variant = kNumVariants + kFewTokensStreamVariant;
+  } else if (variant == -1 && p.k > p.n) {
     variant = kNumVariants + kLongKStreamVariant;
   } else if (variant == -1 && p.num_tokens > 8 && p.n > 2 * p.k) {
     variant = kNumVariants + kWideStreamVariant;

@@ -16,10 +16,10 @@
 //
 // Work split (stream-K): the matrix is cut into units of 16 rows x 1024 bytes of K, numbered row tile by row
 // tile; CTA c of G takes units [c U / G, (c + 1) U / G), so every CTA reads the same bytes whatever N and K
-// are. G is the CTAs that fit at once, or fewer where each can take whole tiles (stream_k_grid). A row tile
-// that one CTA covers whole is written directly. A tile split between CTAs has each of them store its partial
-// sums in a scratch slot; the last to arrive (counted atomically) adds the slots in CTA order, so the result
-// does not depend on which CTA finishes first (backend/stream_k.h).
+// are. G is the CTAs that fit at once, or fewer where each can take whole tiles, also at fewer CTAs per SM
+// (stream_k_grid). A row tile that one CTA covers whole is written directly. A tile split between CTAs has
+// each of them store its partial sums in a scratch slot; the last to arrive (counted atomically) adds the
+// slots in CTA order, so the result does not depend on which CTA finishes first (backend/stream_k.h).
 #include <cuda_bf16.h>
 #include <cudaTypedefs.h>
 
@@ -302,11 +302,27 @@ void launch(Out* out, const Fp8SmallMatmul& p, const CUtensorMap& map, int stage
   static const bool configured = [&] {
     TIDE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          static_cast<int>(smem_bytes(kFeed, kFp8StreamMaxStages))));
+    // Up to 8 tokens, the SM's largest shared-memory split, as the attention kernels ask: three CTAs of this
+    // kernel (gate_up's two and qkv's one in the decode step) and an attention CTA beside them. R7B FP8
+    // decode at 8K context, batch 1 / 4: 2.80 / 3.48 ms with it, 2.88-2.90 / 3.53 with the driver's pick. At
+    // 16 tokens, where qkv and o are register-fed and want L1, it cost 2.5% (4.40 against 4.29-4.30 ms).
+    if (kNTiles == 1) {
+      TIDE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                           cudaSharedmemCarveoutMaxShared));
+    }
     return true;
   }();
   (void)configured;
   const auto grid = static_cast<unsigned>(
-      stream_k_grid((p.n + kTileRows - 1) / kTileRows, (p.k + kChunk - 1) / kChunk, int64_t{num_sms} * ctas_per_sm));
+      stream_k_grid((p.n + kTileRows - 1) / kTileRows, (p.k + kChunk - 1) / kChunk, num_sms, ctas_per_sm));
+  if (stages == 0) {
+    // A CTA's stream of up to 32 units (R7B's four projections: 4-28) on 2 stages, longer ones (Command-A's:
+    // 36-216) on 4. R7B FP8 decode, step ms at batch 1 / 8, 1K context: 2 stages everywhere 2.67 / 3.09-3.10,
+    // 4 everywhere 2.74-2.77 / 3.15; Command-A: 2 stages 30.12 / 30.77-30.83, 4 stages 28.96 / 30.83-30.91.
+    // Short streams spend much of their time in the stages filled before the grid dependency wait, and fewer
+    // bytes in flight leave the attention chain's loads shorter queues; long ones need more in flight.
+    stages = (p.n + kTileRows - 1) / kTileRows * ((p.k + kChunk - 1) / kChunk) <= 32 * int64_t{grid} ? 2 : 4;
+  }
   const size_t smem = smem_bytes(kFeed, stages);
   launch_kernel(kernel, grid, kThreads, smem, stream, out, p.x8, p.x_scales, p.w8, p.w_scales,
                 p.alpha, static_cast<int>(p.num_tokens), static_cast<int>(p.k), static_cast<int>(p.n), stages,
@@ -360,7 +376,8 @@ size_t fp8_split_scratch_bytes(int num_sms) {
 
 void launch_fp8_stream_matmul(const Fp8SmallMatmul& p, bool tensor_map, int stages, int num_sms, int ctas_per_sm,
                               cudaStream_t stream) {
-  TIDE_CHECK(stages >= 2 && stages <= kFp8StreamMaxStages && ctas_per_sm >= 1 && ctas_per_sm <= kMaxCtasPerSm);
+  TIDE_CHECK((stages == 0 || (stages >= 2 && stages <= kFp8StreamMaxStages)) && ctas_per_sm >= 1 &&
+             ctas_per_sm <= kMaxCtasPerSm);
   TIDE_CHECK(int64_t{num_sms} * kMaxCtasPerSm * sizeof(int) <= kSwigluSplitSyncOffset);
   if (p.out_f32) {
     dispatch(static_cast<float*>(p.out), p, tensor_map, stages, num_sms, ctas_per_sm, stream);

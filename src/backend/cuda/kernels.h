@@ -112,7 +112,8 @@ int fp8_small_matmul_num_variants();
 bool fp8_small_matmul_supports(int64_t num_tokens, int64_t k, int64_t n);
 void launch_fp8_small_matmul(const Fp8SmallMatmul& p, int num_sms, cudaStream_t stream);
 // The same product with the weights streamed through shared memory by bulk copies (fp8_stream_matmul.cu):
-// `stages` stages of 16-17 KB in flight per CTA, `ctas_per_sm` (1 or 2) CTAs per SM; with `tensor_map`, one
+// `stages` stages of 16-17 KB in flight per CTA (0: 2 or 4 by the length of a CTA's stream), `ctas_per_sm` (1
+// or 2) CTAs per SM at most (fewer where whole row tiles then balance: stream_k_grid); with `tensor_map`, one
 // tensor-map copy per stage where the shape allows (K a multiple of 64), else one bulk copy per weight row.
 inline constexpr int kFp8StreamMaxStages = 8;
 inline constexpr size_t kFp8SplitCountersBytes = 4096;
