@@ -359,9 +359,10 @@ void Cohere2Model::run_layers(const StepMetadata& meta, std::vector<KvStorage>& 
 
     if (!x_quantized && (w.qkv.fp8() || w.gate_up.fp8())) b.quantize_fp8(x_codes, x_scales, x);
     // The MLP (gate_up, SwiGLU, down) on the backend's second queue, beside the attention chain (qkv, RoPE +
-    // KV store, attention, o): both start from the norm, so gate_up's CTAs take the SMs qkv's leave as it
-    // drains, and at decode sizes the attention kernels wait on memory latency on a few SMs while the MLP
-    // streams its weights on all of them. Nothing there allocates (Backend::side_begin).
+    // KV store, attention, o): both start from the norm. At decode sizes in FP8 on CUDA qkv and gate_up stream
+    // their weights at once (qkv on one CTA per SM beside gate_up's two, fp8_small_matmul.cu), and the attention
+    // kernels, which wait on memory latency, run on the SMs qkv's CTAs leave while gate_up still streams.
+    // Nothing there allocates (Backend::side_begin).
     {
       const SideQueue side(b);
       project(gate_up, x, x_codes, x_scales, w.gate_up);
