@@ -116,13 +116,15 @@ void launch_fp8_small_matmul(const Fp8SmallMatmul& p, int num_sms, cudaStream_t 
 // or 2) CTAs per SM at most (fewer where whole row tiles then balance: stream_k_grid); with `tensor_map`, one
 // tensor-map copy per stage where the shape allows (K a multiple of 64), else one bulk copy per weight row.
 inline constexpr int kFp8StreamMaxStages = 8;
-inline constexpr size_t kFp8SplitCountersBytes = 4096;
-// The split SwiGLU's words in those counters' bytes, after the stream-K counters: a count and a generation per
-// token, then the CTAs' maxima. The counts are left zero; the generations only advance.
+inline constexpr size_t kFp8SplitCountersBytes = 8192;
+// The split SwiGLU's words in those counters' bytes, after the stream-K counters: an epoch per token (it only
+// advances), then per token kSwigluSplitMaxParts slots of 64 bits, each CTA's (epoch, largest magnitude).
 inline constexpr size_t kSwigluSplitSyncOffset = 2048;
-inline constexpr int kSwigluSplitSyncWords = 2 * kSwigluSplitMaxTokens;
-inline constexpr int64_t kSwigluSplitMaxPartials =
-    static_cast<int64_t>(kFp8SplitCountersBytes - kSwigluSplitSyncOffset) / 4 - kSwigluSplitSyncWords;
+inline constexpr int kSwigluSplitMaxParts = 32;
+inline constexpr int kSwigluSplitEpochWords = 16;  // kSwigluSplitMaxTokens words, padded to 64 bytes
+static_assert(kSwigluSplitEpochWords >= kSwigluSplitMaxTokens);
+static_assert(kSwigluSplitSyncOffset + 4 * kSwigluSplitEpochWords + 8 * kSwigluSplitMaxTokens * kSwigluSplitMaxParts <=
+              kFp8SplitCountersBytes);
 size_t fp8_split_scratch_bytes(int num_sms);
 void launch_fp8_stream_matmul(const Fp8SmallMatmul& p, bool tensor_map, int stages, int num_sms, int ctas_per_sm,
                               cudaStream_t stream);
