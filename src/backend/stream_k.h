@@ -39,7 +39,7 @@ inline int64_t whole_tile_grid(int64_t tiles, int64_t slots) {
 }
 
 // The grid for `tiles` x `chunks` units on `num_sms` SMs that hold up to `ctas_per_sm` CTAs each: CTAs of whole
-// tiles where they balance on ctas_per_sm, or on fewer, CTAs per SM (whole_tile_grid); else an even split on
+// tiles where they balance on ctas_per_sm CTAs per SM, or on fewer (whole_tile_grid); else an even split on
 // num_sms * ctas_per_sm CTAs. A split tile stalls each of its CTAs in the middle of its stream for the fix-up
 // (partials, fence, arrival): per-CTA timestamps of R7B's FP8 down projection at batch 1 on the H200 showed
 // 4-5 us of a 15-20 us stream there, and 256 CTAs of one tile each read the matrix at 2968 GB/s alone against
