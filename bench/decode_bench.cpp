@@ -74,8 +74,8 @@ void decode_point(const BenchModel& m, const BenchOptions& options, int64_t num_
   }
 
   // The pools hold every position the steps will write: C + warm-up, timed and traced steps.
-  const std::vector<PoolSpec> pools = pool_specs(c, kBlockSize, num_seqs, context + all_steps, kFillChunk);
-  const int64_t kv_bytes = kv_cache_bytes(c, kBlockSize, pools, options.fp8_kv);
+  const KvArenaSpec arena = arena_spec(c, kBlockSize, num_seqs, context + all_steps, kFillChunk);
+  const int64_t kv_bytes = kv_cache_bytes(c, kBlockSize, arena, options.fp8_kv);
   const int64_t free_bytes = free_device_bytes();
   row.details = {{"batch", num_seqs}, {"context", context}, {"kv_cache_bytes", kv_bytes}, {"free_bytes", free_bytes}};
   if (kv_bytes + kMemoryMargin > free_bytes) {
@@ -96,10 +96,10 @@ void decode_point(const BenchModel& m, const BenchOptions& options, int64_t num_
   } pdl_back_on;
   AblationBackend ablation(*backend, skip, /*overlap=*/baseline != Baseline::kNoOverlap);
   const Cohere2Model model(c, m.weights, ablation);
-  KvCacheManager manager(kBlockSize, pools, /*enable_prefix_caching=*/false);
+  KvCacheManager manager(kBlockSize, c.group_windows(), arena, /*enable_prefix_caching=*/false);
   std::vector<SequenceKv> seqs(static_cast<size_t>(num_seqs));
   for (int64_t s = 0; s < num_seqs; ++s) fake_prefill(c, manager, seqs[static_cast<size_t>(s)], s, context, kFillChunk);
-  std::vector<KvStorage> kv = model.allocate_kv(kBlockSize, pool_blocks(pools),
+  std::vector<KvStorage> kv = model.allocate_kv(kBlockSize, arena.num_blocks,
                                                 options.fp8_kv ? KvCacheDtype::kFp8 : KvCacheDtype::kAuto);
   for (const KvStorage& storage : kv) fill_kv(storage, backend->stream());
   TIDE_CUDA_CHECK(cudaStreamSynchronize(backend->stream()));

@@ -6,34 +6,18 @@
 
 namespace tide::bench {
 
-std::vector<PoolSpec> pool_specs(const ModelConfig& config, int64_t block_size, int64_t num_seqs,
-                                 int64_t num_tokens, int64_t chunk) {
-  std::vector<PoolSpec> specs;
-  for (const LayerGroup& g : config.groups) specs.push_back(PoolSpec{g.window, 0, 0});
-  const KvCacheManager sizing(block_size, specs, /*enable_prefix_caching=*/false);  // empty pools: formula only
-  for (int p = 0; p < sizing.num_pools(); ++p) {
-    const int64_t blocks = num_seqs * sizing.max_blocks_per_sequence(p, num_tokens, chunk);
-    if (blocks > INT32_MAX) fail("a KV pool of {} blocks is too large", blocks);
-    specs[static_cast<size_t>(p)].num_blocks = static_cast<int32_t>(blocks);
-  }
-  return specs;
+KvArenaSpec arena_spec(const ModelConfig& config, int64_t block_size, int64_t num_seqs, int64_t num_tokens,
+                       int64_t chunk) {
+  const KvCacheManager sizing(block_size, config.group_windows(), KvArenaSpec{}, /*enable_prefix_caching=*/false);
+  const int64_t blocks = num_seqs * sizing.max_arena_blocks(num_tokens, chunk);
+  if (blocks > INT32_MAX) fail("a KV arena of {} blocks is too large", blocks);
+  return KvArenaSpec{static_cast<int32_t>(blocks), 0};
 }
 
-std::vector<int32_t> pool_blocks(const std::vector<PoolSpec>& pools) {
-  std::vector<int32_t> blocks;
-  for (const PoolSpec& p : pools) blocks.push_back(p.num_blocks);
-  return blocks;
-}
-
-int64_t kv_cache_bytes(const ModelConfig& config, int64_t block_size, const std::vector<PoolSpec>& pools,
-                       bool fp8) {
+int64_t kv_cache_bytes(const ModelConfig& config, int64_t block_size, const KvArenaSpec& arena, bool fp8) {
   // Per position, layer and K or V: bf16 values, or FP8 codes and an f32 scale per head.
   const int64_t per_vector_row = fp8 ? config.kv_size() + 4 * config.num_heads_kv : 2 * config.kv_size();
-  int64_t bytes = 0;
-  for (size_t g = 0; g < pools.size(); ++g) {
-    bytes += int64_t{pools[g].num_blocks} * config.groups[g].num_layers() * 2 * block_size * per_vector_row;
-  }
-  return bytes;
+  return int64_t{arena.num_blocks} * config.layers_per_kv_block * 2 * block_size * per_vector_row;
 }
 
 int32_t dummy_token(const ModelConfig& config, int64_t seq_idx, int64_t pos) {

@@ -1,6 +1,6 @@
-// Paged KV cache set-up shared by the decode and prefill sections: pools sized from the model's layer
+// Paged KV cache set-up shared by the decode and prefill sections: the arena sized from the model's layer
 // groups for a number of sequences, and block tables filled for a context without running the model
-// (KvCacheManager::append + commit with dummy tokens, so sliding pools release out-of-window blocks exactly
+// (KvCacheManager::append + commit with dummy tokens, so sliding groups release out-of-window blocks exactly
 // as in real use). Dummy tokens only feed the block keys; prefix caching is off.
 #pragma once
 
@@ -13,16 +13,14 @@
 
 namespace tide::bench {
 
-// One pool per layer group (config.groups order) holding `num_seqs` sequences of up to `num_tokens`
-// positions each, computed in steps of at most `chunk` tokens: per sequence, what
-// KvCacheManager::max_blocks_per_sequence says (global: every block; sliding: the window plus a chunk).
-std::vector<PoolSpec> pool_specs(const ModelConfig& config, int64_t block_size, int64_t num_seqs,
-                                 int64_t num_tokens, int64_t chunk);
-std::vector<int32_t> pool_blocks(const std::vector<PoolSpec>& pools);
-// Device bytes of those pools: blocks x group layers x (K, V) x block_size x kv heads x (head_dim x 2 in bf16,
-// or head_dim codes and a 4-byte scale with fp8).
-int64_t kv_cache_bytes(const ModelConfig& config, int64_t block_size, const std::vector<PoolSpec>& pools,
-                       bool fp8 = false);
+// The KV arena holding `num_seqs` sequences of up to `num_tokens` positions each, computed in steps of at most
+// `chunk` tokens: per sequence, what KvCacheManager::max_arena_blocks says (global groups: every block;
+// sliding: the window plus a chunk).
+KvArenaSpec arena_spec(const ModelConfig& config, int64_t block_size, int64_t num_seqs, int64_t num_tokens,
+                       int64_t chunk);
+// Device bytes of that arena: blocks x layers_per_kv_block x (K, V) x block_size x kv heads x (head_dim x 2 in
+// bf16, or head_dim codes and a 4-byte scale with fp8).
+int64_t kv_cache_bytes(const ModelConfig& config, int64_t block_size, const KvArenaSpec& arena, bool fp8 = false);
 
 // A dummy token id for position `pos` of sequence `seq_idx`, inside the vocabulary.
 int32_t dummy_token(const ModelConfig& config, int64_t seq_idx, int64_t pos);

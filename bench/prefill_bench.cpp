@@ -65,15 +65,15 @@ void prefill_point(const Cohere2Model& model, CudaBackend& backend, const BenchO
     report.add(std::move(row));
     return;
   }
-  const std::vector<PoolSpec> pools = pool_specs(c, kBlockSize, 1, num_tokens, chunk);
-  const int64_t kv_bytes = kv_cache_bytes(c, kBlockSize, pools, options.fp8_kv);
+  const KvArenaSpec arena = arena_spec(c, kBlockSize, 1, num_tokens, chunk);
+  const int64_t kv_bytes = kv_cache_bytes(c, kBlockSize, arena, options.fp8_kv);
   if (kv_bytes + kMemoryMargin > free_device_bytes()) {
     row.note = "skipped: does not fit";
     report.add(std::move(row));
     return;
   }
-  KvCacheManager manager(kBlockSize, pools, /*enable_prefix_caching=*/false);
-  std::vector<KvStorage> kv = model.allocate_kv(kBlockSize, pool_blocks(pools),
+  KvCacheManager manager(kBlockSize, c.group_windows(), arena, /*enable_prefix_caching=*/false);
+  std::vector<KvStorage> kv = model.allocate_kv(kBlockSize, arena.num_blocks,
                                                 options.fp8_kv ? KvCacheDtype::kFp8 : KvCacheDtype::kAuto);
   EventTimer timer(backend.stream());
 

@@ -38,22 +38,31 @@ struct GenerateArgs {
   bool concurrent = false;
 };
 
-// {"block_size": B, "pools": [{"window": W or null, "num_layers", "capacity_blocks", ...}]}: outside
-// scripts parse these names.
+// {"block_size": B, "block_bytes", "capacity_blocks", "host_capacity_blocks", "in_use_blocks",
+// "cached_blocks", "peak_in_use_blocks", "groups": [{"window": W or null, "num_layers", "in_use_blocks", ...}]}:
+// the arena, then each layer group's share of it. Outside scripts parse these names.
 nlohmann::json kv_json(const Engine& engine) {
-  nlohmann::json pools = nlohmann::json::array();
-  for (const KvPoolReport& r : engine.kv_report()) {
-    pools.push_back({{"window", r.window == 0 ? nlohmann::json(nullptr) : nlohmann::json(r.window)},
-                     {"num_layers", r.num_layers},
-                     {"capacity_blocks", r.stats.capacity_blocks},
-                     {"in_use_blocks", r.stats.in_use_blocks},
-                     {"cached_blocks", r.stats.cached_blocks},
-                     {"host_blocks", r.stats.host_blocks},
-                     {"peak_in_use_blocks", r.stats.peak_in_use_blocks},
-                     {"queries", r.stats.queries},
-                     {"hits", r.stats.hits}});
+  const KvReport report = engine.kv_report();
+  nlohmann::json groups = nlohmann::json::array();
+  for (const KvGroupReport& r : report.groups) {
+    groups.push_back({{"window", r.window == 0 ? nlohmann::json(nullptr) : nlohmann::json(r.window)},
+                      {"num_layers", r.num_layers},
+                      {"in_use_blocks", r.stats.in_use_blocks},
+                      {"cached_blocks", r.stats.cached_blocks},
+                      {"host_blocks", r.stats.host_blocks},
+                      {"peak_in_use_blocks", r.stats.peak_in_use_blocks},
+                      {"queries", r.stats.queries},
+                      {"hits", r.stats.hits}});
   }
-  return {{"block_size", engine.kv_cache().block_size()}, {"pools", pools}};
+  const ArenaStats& a = report.arena;
+  return {{"block_size", report.block_size},
+          {"block_bytes", report.block_bytes},
+          {"capacity_blocks", a.capacity_blocks},
+          {"host_capacity_blocks", a.host_capacity_blocks},
+          {"in_use_blocks", a.in_use_blocks},
+          {"cached_blocks", a.cached_blocks},
+          {"peak_in_use_blocks", a.peak_in_use_blocks},
+          {"groups", groups}};
 }
 
 nlohmann::json logprobs_json(const std::vector<TokenLogprobs>& logprobs) {

@@ -218,8 +218,8 @@ Cohere2Model Cohere2Model::load(const std::filesystem::path& dir, Backend& backe
   return Cohere2Model(std::move(config), std::move(weights), backend);
 }
 
-int64_t Cohere2Model::kv_block_bytes(int group, int64_t block_size, KvCacheDtype dtype) const {
-  const int64_t layers = config_.groups[static_cast<size_t>(group)].num_layers();
+int64_t Cohere2Model::kv_block_bytes(int64_t block_size, KvCacheDtype dtype) const {
+  const int64_t layers = config_.layers_per_kv_block;
   if (dtype == KvCacheDtype::kFp8) {
     // A code per value and an F32 scale per head's vector (backend.h, KvStorage).
     return layers * 2 * block_size * (config_.kv_size() + config_.num_heads_kv * static_cast<int64_t>(sizeof(float)));
@@ -227,24 +227,17 @@ int64_t Cohere2Model::kv_block_bytes(int group, int64_t block_size, KvCacheDtype
   return layers * 2 * block_size * config_.kv_size() * static_cast<int64_t>(dtype_size(backend_->weight_dtype()));
 }
 
-std::vector<KvStorage> Cohere2Model::allocate_kv(int64_t block_size, const std::vector<int32_t>& num_blocks,
-                                                 KvCacheDtype dtype) const {
-  TIDE_CHECK(num_blocks.size() == config_.groups.size());
+std::vector<KvStorage> Cohere2Model::allocate_kv(int64_t block_size, int32_t num_blocks, KvCacheDtype dtype) const {
   const bool fp8 = dtype == KvCacheDtype::kFp8;
   if (fp8 && !backend_->supports_fp8_kv(config_.head_dim)) {
     fail("the {} backend has no FP8 KV cache for head_dim {}", backend_->name(), config_.head_dim);
   }
-  std::vector<KvStorage> kv;
-  for (size_t g = 0; g < config_.groups.size(); ++g) {
-    const int64_t layers = config_.groups[g].num_layers();
-    Tensor data = backend_->alloc(fp8 ? DType::kF8E4M3 : backend_->weight_dtype(),
-                                  Shape{num_blocks[g], layers, 2 * block_size, config_.kv_size()});
-    Tensor scales =
-        fp8 ? backend_->alloc(DType::kF32, Shape{num_blocks[g], layers, 2 * config_.num_heads_kv, block_size})
-            : Tensor{};
-    kv.push_back(KvStorage{data, layers, block_size, scales});
-  }
-  return kv;
+  const int64_t layers = config_.layers_per_kv_block;
+  Tensor data = backend_->alloc(fp8 ? DType::kF8E4M3 : backend_->weight_dtype(),
+                                Shape{num_blocks, layers, 2 * block_size, config_.kv_size()});
+  Tensor scales = fp8 ? backend_->alloc(DType::kF32, Shape{num_blocks, layers, 2 * config_.num_heads_kv, block_size})
+                      : Tensor{};
+  return std::vector<KvStorage>(config_.groups.size(), KvStorage{data, layers, block_size, scales});
 }
 
 Tensor Cohere2Model::forward(const ForwardBatch& batch, std::vector<KvStorage>& kv) const {

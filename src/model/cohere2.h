@@ -29,11 +29,14 @@ class Cohere2Model {
   const ModelConfig& config() const { return config_; }
   Backend& backend() const { return *backend_; }
 
-  // Bytes of one KV block of layer group `group` (K and V of all its layers for block_size positions).
-  int64_t kv_block_bytes(int group, int64_t block_size, KvCacheDtype dtype = KvCacheDtype::kAuto) const;
-  // Allocates KV storage for each layer group: num_blocks[g] blocks of block_size positions. Throws
-  // tide::Error for an FP8 cache on a backend without one (Backend::supports_fp8_kv).
-  std::vector<KvStorage> allocate_kv(int64_t block_size, const std::vector<int32_t>& num_blocks,
+  // Bytes of one KV block: K and V of layers_per_kv_block layers for block_size positions (the same for every
+  // layer group), with their scales for an FP8 cache.
+  int64_t kv_block_bytes(int64_t block_size, KvCacheDtype dtype = KvCacheDtype::kAuto) const;
+  // Allocates the KV arena: num_blocks blocks of block_size positions, and returns one KvStorage per layer
+  // group, all views of that one arena (a block id means the same memory in every group; the KV cache
+  // manager gives each block to one group at a time). Throws tide::Error for an FP8 cache on a backend
+  // without one (Backend::supports_fp8_kv).
+  std::vector<KvStorage> allocate_kv(int64_t block_size, int32_t num_blocks,
                                      KvCacheDtype dtype = KvCacheDtype::kAuto) const;
 
   // Runs one step. Writes the new tokens' K/V into `kv` (one storage per group) through the batch's block

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <fstream>
 #include <map>
+#include <numeric>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -186,16 +187,50 @@ std::string quantization_of(const Fields& f, const json& j) {
   return "fp8";
 }
 
+// Layers that share a window, in groups of at most P layers, so that one block of any group has the same
+// bytes and every group draws from one KV arena (docs/design/kv-cache.md). P divides every window's layer count
+// when that keeps the groups few (Command-A: 48 sliding + 16 global layers -> 3 + 1 groups of 16); otherwise
+// the P with the fewest padding slots among those that do.
 void build_groups(ModelConfig& c) {
-  std::map<int64_t, int> group_of_window;
+  constexpr int64_t kMaxGroups = 8;
+  std::vector<int64_t> windows;  // in order of first appearance
+  std::map<int64_t, std::vector<int>> layers_of_window;
   for (int i = 0; i < static_cast<int>(c.layers.size()); ++i) {
-    LayerSpec& layer = c.layers[static_cast<size_t>(i)];
-    auto [it, inserted] = group_of_window.emplace(layer.window, static_cast<int>(c.groups.size()));
-    if (inserted) c.groups.push_back(LayerGroup{layer.window, {}});
-    LayerGroup& group = c.groups[static_cast<size_t>(it->second)];
-    layer.group_idx = it->second;
-    layer.layer_idx_in_group = group.num_layers();
-    group.layers.push_back(i);
+    const int64_t w = c.layers[static_cast<size_t>(i)].window;
+    if (!layers_of_window.count(w)) windows.push_back(w);
+    layers_of_window[w].push_back(i);
+  }
+  auto num_groups = [&](int64_t p) {
+    int64_t n = 0;
+    for (const auto& [w, layers] : layers_of_window) n += (static_cast<int64_t>(layers.size()) + p - 1) / p;
+    return n;
+  };
+  int64_t p = 0, most = 0;
+  for (const auto& [w, layers] : layers_of_window) {
+    p = std::gcd(p, static_cast<int64_t>(layers.size()));
+    most = std::max(most, static_cast<int64_t>(layers.size()));
+  }
+  if (num_groups(p) > kMaxGroups) {
+    int64_t best_waste = INT64_MAX;
+    for (int64_t q = 1; q <= most; ++q) {
+      const int64_t waste = num_groups(q) * q - c.num_layers;
+      if (num_groups(q) <= kMaxGroups && waste <= best_waste) {
+        best_waste = waste;
+        p = q;
+      }
+    }
+  }
+  c.layers_per_kv_block = p;
+  for (int64_t w : windows) {
+    const std::vector<int>& layers = layers_of_window.at(w);
+    for (size_t i = 0; i < layers.size(); ++i) {
+      if (i % static_cast<size_t>(p) == 0) c.groups.push_back(LayerGroup{w, {}});
+      LayerGroup& group = c.groups.back();
+      LayerSpec& layer = c.layers[static_cast<size_t>(layers[i])];
+      layer.group_idx = static_cast<int>(c.groups.size()) - 1;
+      layer.layer_idx_in_group = group.num_layers();
+      group.layers.push_back(layers[i]);
+    }
   }
 }
 

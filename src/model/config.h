@@ -1,6 +1,7 @@
 // ModelConfig: what tide needs from a Hugging Face config.json, validated. Each layer carries its own
-// attention kind (window or global, RoPE or none); layers that share a window form a LayerGroup, which is
-// the unit the KV cache pools by. Non-goals: architectures other than Cohere2ForCausalLM (for now).
+// attention kind (window or global, RoPE or none); layers that share a window form LayerGroups of at most
+// layers_per_kv_block layers each: the unit the KV cache keeps block tables by. Every group's KV block then
+// has the same byte size, so all groups draw blocks from one arena. Non-goals: architectures other than Cohere2ForCausalLM (for now).
 #pragma once
 
 #include <cstdint>
@@ -19,7 +20,7 @@ struct LayerSpec {
   int64_t window = kGlobalWindow;  // keys p-window+1 .. p are attended; kGlobalWindow: keys 0 .. p
   bool rope = false;               // rotary embedding on q and k (Cohere2: sliding layers only)
   int group_idx = 0;               // index into ModelConfig::groups
-  int layer_idx_in_group = 0;      // this layer's slot inside its group's KV blocks
+  int layer_idx_in_group = 0;      // this layer's slot inside its group's KV blocks (< layers_per_kv_block)
 
   bool is_global() const { return window == kGlobalWindow; }
 };
@@ -57,7 +58,12 @@ struct ModelConfig {
   std::string quantization;
 
   std::vector<LayerSpec> layers;   // [num_layers]
-  std::vector<LayerGroup> groups;  // in order of first appearance
+  // Layers sharing a window, by window in order of first appearance, then by layer, at most
+  // layers_per_kv_block per group (R7B: 24 sliding + 8 global layers -> 3 sliding groups and 1 global, of 8).
+  std::vector<LayerGroup> groups;
+  // Layer slots of one KV block of any group: it divides every window's layer count when that gives at most
+  // 8 groups; otherwise the last group of a window may leave slots unused.
+  int64_t layers_per_kv_block = 0;
 
   // Parses and validates a config.json object. `source` names the file in error messages.
   // Throws tide::Error naming the field for unknown architectures, unsupported features (rope scaling,
@@ -71,6 +77,13 @@ struct ModelConfig {
   // buffer, so loading a bf16 checkpoint casts it to bf16, and the reference outputs of such checkpoints
   // (and the models' own training code) use the rounded frequencies.
   std::vector<float> rope_inv_freq() const;
+
+  // Each group's window, in groups order (the KV cache manager's layout).
+  std::vector<int64_t> group_windows() const {
+    std::vector<int64_t> windows;
+    for (const LayerGroup& g : groups) windows.push_back(g.window);
+    return windows;
+  }
 
   int64_t q_size() const { return num_heads * head_dim; }
   int64_t kv_size() const { return num_heads_kv * head_dim; }

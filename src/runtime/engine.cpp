@@ -12,41 +12,6 @@
 namespace tide {
 namespace {
 
-// Splits a byte budget over the pools by need (design/kv-cache.md): a global pool needs its layers x the
-// context, a sliding pool its layers x min(W + chunk + block_size, context) per sequence. Each sliding pool is
-// first given one sequence's worth (it is small), so that a budget below one full-context sequence still
-// serves shorter ones; the rest is split in proportion to need, which lets every pool hold the same number
-// of full-context sequences.
-std::vector<int32_t> split_budget(const Cohere2Model& model, const EngineOptions& options, int64_t budget) {
-  const ModelConfig& c = model.config();
-  const KvCacheDtype dtype = kv_cache_dtype(options, model);
-  const int64_t context = options.max_model_len > 0 ? options.max_model_len : c.max_position_embeddings;
-  const size_t num_groups = c.groups.size();
-  std::vector<double> need(num_groups), reserved(num_groups, 0.0);
-  double total_need = 0, total_reserved = 0;
-  for (size_t g = 0; g < num_groups; ++g) {
-    const int64_t window = c.groups[g].window;
-    const int64_t tokens =
-        window == 0 ? context : std::min(window + options.max_prefill_chunk + options.block_size, context);
-    const auto group = static_cast<int>(g);
-    const double bytes = static_cast<double>(tokens) * static_cast<double>(model.kv_block_bytes(group, 1, dtype));
-    need[g] = bytes;
-    total_need += bytes;
-    if (window != 0) reserved[g] = bytes + static_cast<double>(model.kv_block_bytes(group, options.block_size, dtype));
-    total_reserved += reserved[g];
-  }
-  const bool reserve = total_reserved < static_cast<double>(budget);
-  const double rest = static_cast<double>(budget) - (reserve ? total_reserved : 0.0);
-  std::vector<int32_t> blocks;
-  for (size_t g = 0; g < num_groups; ++g) {
-    const double share = (reserve ? reserved[g] : 0.0) + rest * need[g] / total_need;
-    const int64_t block_bytes = model.kv_block_bytes(static_cast<int>(g), options.block_size, dtype);
-    const double n = share / static_cast<double>(block_bytes);
-    blocks.push_back(static_cast<int32_t>(std::min<double>(n, INT32_MAX)));
-  }
-  return blocks;
-}
-
 // EOS ids from generation_config.json (an int or a list), when the file exists.
 std::vector<int32_t> generation_config_eos(const std::filesystem::path& dir) {
   std::ifstream in(dir / "generation_config.json");
@@ -134,7 +99,7 @@ EngineOptions resolve_kv_budget(EngineOptions options, const Cohere2Model& model
   return options;
 }
 
-std::vector<PoolSpec> plan_kv_pools(const Cohere2Model& model, const EngineOptions& options) {
+KvArenaSpec plan_kv_arena(const Cohere2Model& model, const EngineOptions& options) {
   if (options.block_size <= 0) fail("--block-size must be positive, got {}", options.block_size);
   if (options.max_prefill_chunk <= 0) fail("prefill chunk must be positive, got {}", options.max_prefill_chunk);
   if (options.kv_cache_memory <= 0) fail("--kv-cache-memory must be positive, got {}", options.kv_cache_memory);
@@ -145,17 +110,15 @@ std::vector<PoolSpec> plan_kv_pools(const Cohere2Model& model, const EngineOptio
   if (options.host_kv_cache_memory < 0) {
     fail("--host-kv-cache-memory must be >= 0, got {}", options.host_kv_cache_memory);
   }
-  const std::vector<int32_t> device = split_budget(model, options, options.kv_cache_memory);
-  const std::vector<int32_t> host = split_budget(model, options, options.host_kv_cache_memory);
-  std::vector<PoolSpec> specs;
-  for (size_t g = 0; g < device.size(); ++g) {
-    if (device[g] < 1) {
-      fail("--kv-cache-memory of {} bytes leaves no block for the layer group of window {}", options.kv_cache_memory,
-           model.config().groups[g].window);
-    }
-    specs.push_back(PoolSpec{model.config().groups[g].window, device[g], host[g]});
+  const int64_t block_bytes = model.kv_block_bytes(options.block_size, kv_cache_dtype(options, model));
+  const int64_t blocks = options.kv_cache_memory / block_bytes;
+  if (blocks < 1) {
+    fail("--kv-cache-memory of {} bytes holds no KV block ({} bytes: {} layers x {} positions)", options.kv_cache_memory,
+         block_bytes, model.config().layers_per_kv_block, options.block_size);
   }
-  return specs;
+  const int64_t host_blocks = options.host_kv_cache_memory / block_bytes;
+  return KvArenaSpec{static_cast<int32_t>(std::min<int64_t>(blocks, INT32_MAX)),
+                     static_cast<int32_t>(std::min<int64_t>(host_blocks, INT32_MAX))};
 }
 
 Engine::Engine(const std::filesystem::path& model_dir, std::unique_ptr<Backend> backend, EngineOptions options)
@@ -163,17 +126,14 @@ Engine::Engine(const std::filesystem::path& model_dir, std::unique_ptr<Backend> 
       model_(Cohere2Model::load(model_dir, *backend_, weight_load_options(options))),
       tokenizer_(Tokenizer::from_dir(model_dir)),
       options_(resolve_kv_budget(options, model_)),
-      kv_manager_(options.block_size, plan_kv_pools(model_, options_), options.enable_prefix_caching) {
+      kv_manager_(options.block_size, model_.config().group_windows(), plan_kv_arena(model_, options_),
+                  options.enable_prefix_caching) {
   model_.set_graphs_enabled(!options_.enforce_eager);
   const KvCacheDtype kv_dtype = kv_cache_dtype(options_, model_);
-  std::vector<int32_t> num_blocks;
-  for (int p = 0; p < kv_manager_.num_pools(); ++p) {
-    const PoolSpec& spec = kv_manager_.spec(p);
-    num_blocks.push_back(spec.num_blocks);
-    const int64_t block_bytes = model_.kv_block_bytes(p, options_.block_size, kv_dtype);
-    host_kv_storage_.push_back(backend_->alloc_host(DType::kU8, Shape{spec.num_host_blocks, block_bytes}));
-  }
-  kv_storage_ = model_.allocate_kv(options_.block_size, num_blocks, kv_dtype);
+  const BlockPool& arena = kv_manager_.pool();
+  host_kv_storage_ = backend_->alloc_host(
+      DType::kU8, Shape{arena.num_host_blocks(), model_.kv_block_bytes(options_.block_size, kv_dtype)});
+  kv_storage_ = model_.allocate_kv(options_.block_size, arena.num_blocks(), kv_dtype);
 
   stop_ids_ = generation_config_eos(model_dir);
   for (int32_t id : config().eos_token_ids) stop_ids_.push_back(id);
@@ -366,18 +326,19 @@ Tensor Engine::prefill(SequenceKv& seq, std::span<const int32_t> prompt, int64_t
 }
 
 void Engine::run_block_copies() {
-  for (int p = 0; p < kv_manager_.num_pools(); ++p) {
-    const std::vector<BlockCopy> copies = kv_manager_.take_copies(p);
-    if (!copies.empty()) backend_->copy_blocks(kv_storage_[static_cast<size_t>(p)], host_kv_storage_[static_cast<size_t>(p)], copies);
-  }
+  const std::vector<BlockCopy> copies = kv_manager_.take_copies();
+  if (!copies.empty()) backend_->copy_blocks(kv_storage_.front(), host_kv_storage_, copies);
 }
 
-std::vector<KvPoolReport> Engine::kv_report() const {
+KvReport Engine::kv_report() const {
   std::lock_guard lock(step_mutex_);
-  std::vector<KvPoolReport> report;
-  for (int p = 0; p < kv_manager_.num_pools(); ++p) {
-    const LayerGroup& group = config().groups[static_cast<size_t>(p)];
-    report.push_back(KvPoolReport{group.window, group.num_layers(), kv_manager_.pool(p).stats()});
+  KvReport report;
+  report.block_size = options_.block_size;
+  report.block_bytes = model_.kv_block_bytes(options_.block_size, kv_cache_dtype(options_, model_));
+  report.arena = kv_manager_.pool().stats();
+  for (int g = 0; g < kv_manager_.num_groups(); ++g) {
+    const LayerGroup& group = config().groups[static_cast<size_t>(g)];
+    report.groups.push_back(KvGroupReport{group.window, group.num_layers(), kv_manager_.pool().group_stats(g)});
   }
   return report;
 }

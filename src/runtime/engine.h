@@ -65,11 +65,19 @@ struct BatchRequest {
 // produced, in the calling thread.
 using BatchTokenCallback = std::function<void(size_t, int32_t)>;
 
-// One KV pool's statistics with the layer group it serves.
-struct KvPoolReport {
+// One layer group's share of the KV arena.
+struct KvGroupReport {
   int64_t window = 0;  // 0: global
   int num_layers = 0;
-  PoolStats stats;
+  GroupStats stats;
+};
+
+// The KV arena and each layer group's share of it.
+struct KvReport {
+  int64_t block_size = 0;
+  int64_t block_bytes = 0;  // device bytes of one block (every group's)
+  ArenaStats arena;
+  std::vector<KvGroupReport> groups;
 };
 
 // The KV cache's element type `options` asks for. Throws tide::Error naming --kv-cache-dtype when it is not
@@ -78,9 +86,9 @@ KvCacheDtype kv_cache_dtype(const EngineOptions& options, const Cohere2Model& mo
 // `options` with an automatic KV budget (kv_cache_memory 0) replaced by bytes for `model`'s backend, and
 // max_model_len 0 by the model's maximum length. Throws tide::Error when max_model_len is beyond it.
 EngineOptions resolve_kv_budget(EngineOptions options, const Cohere2Model& model);
-// The KV pools (one per layer group) that `options`' byte budgets buy for `model`. Throws tide::Error when
-// a budget is invalid or leaves a pool without a block.
-std::vector<PoolSpec> plan_kv_pools(const Cohere2Model& model, const EngineOptions& options);
+// The KV arena (device blocks and host-tier slots, every group's block of one size) that `options`' byte
+// budgets buy for `model`. Throws tide::Error when a budget is invalid or buys no block.
+KvArenaSpec plan_kv_arena(const Cohere2Model& model, const EngineOptions& options);
 
 class Engine {
  public:
@@ -98,8 +106,8 @@ class Engine {
   const EngineOptions& options() const { return options_; }
   // The KV cache; read it only while no request is live (the loop thread changes it).
   const KvCacheManager& kv_cache() const { return kv_manager_; }
-  // Pool statistics, consistent (taken between steps); callable any time.
-  std::vector<KvPoolReport> kv_report() const;
+  // The arena's and each group's statistics, consistent (taken between steps); callable any time.
+  KvReport kv_report() const;
   // Counters and queue sizes, consistent (taken between steps); callable any time.
   EngineStats stats() const;
   // The longest prompt + max_tokens a request may ask for (--max-model-len, at most the model's maximum).
@@ -165,8 +173,8 @@ class Engine {
   Tokenizer tokenizer_;
   EngineOptions options_;
   KvCacheManager kv_manager_;
-  std::vector<KvStorage> kv_storage_;
-  std::vector<Tensor> host_kv_storage_;  // per pool: [host blocks, block bytes], host memory
+  std::vector<KvStorage> kv_storage_;  // one view of the arena per layer group
+  Tensor host_kv_storage_;             // the host tier: [host blocks, block bytes], host memory
   std::vector<int32_t> stop_ids_;
 
   EngineStats stats_;  // the loop's counters, under step_mutex_

@@ -217,10 +217,8 @@ class Engine::Loop {
   // The step's block copies, forward and sample op; returns the logprobs of each sampled row when any asked.
   std::vector<TokenLogprobs> run(const ScheduledStep& step) {
     Backend& backend = *engine_.backend_;
-    for (size_t p = 0; p < step.copies.size(); ++p) {  // evictions and copies back land before the forward
-      if (!step.copies[p].empty()) {
-        backend.copy_blocks(engine_.kv_storage_[p], engine_.host_kv_storage_[p], step.copies[p]);
-      }
+    if (!step.copies.empty()) {  // evictions and copies back land before the forward
+      backend.copy_blocks(engine_.kv_storage_.front(), engine_.host_kv_storage_, step.copies);
     }
     std::vector<int32_t> sampled(step.sample_ids.size());
     std::vector<TokenLogprobs> logprobs;

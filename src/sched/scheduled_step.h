@@ -24,7 +24,7 @@ struct ScheduledSequence {
 struct ScheduledStep {
   int64_t step_id = 0;
   std::vector<ScheduledSequence> seqs;         // [S], in batch order: decodes first, then prefill chunks
-  std::vector<std::vector<BlockCopy>> copies;  // [pool]: run, in order, before the forward (even if S = 0)
+  std::vector<BlockCopy> copies;               // run, in order, before the forward (even if S = 0)
   ForwardBatch batch;                          // token ids, positions, block tables, logit rows
   std::vector<RequestId> sample_ids;           // [batch.logit_indices.size()]: whose next id each row picks
 

@@ -55,16 +55,42 @@ RequestId Scheduler::add(RequestParams params) {
   return id;
 }
 
-bool Scheduler::finish(RequestId id, FinishReason reason) {
+bool Scheduler::finish(RequestId id, FinishReason reason, std::string error) {
   TIDE_CHECK(reason != FinishReason::kNone);
   const auto it = requests_.find(id);
   if (it == requests_.end()) return false;
   Request& r = *it->second;
   if (in_flight_ && r.status == RequestStatus::kRunning) {
-    if (r.pending_finish == FinishReason::kNone) r.pending_finish = reason;  // the first reason wins
+    if (r.pending_finish == FinishReason::kNone) {  // the first reason wins
+      r.pending_finish = reason;
+      r.error = std::move(error);
+    }
     return true;
   }
-  finish_now(r, reason);
+  finish_now(r, reason, std::move(error));
+  return true;
+}
+
+void Scheduler::retract(const ScheduledStep& step) {
+  TIDE_CHECK(in_flight_ && step.step_id == next_step_id_ - 1);
+  in_flight_ = false;
+  for (const ScheduledSequence& s : step.seqs) {
+    Request& r = *requests_.at(s.request_id);
+    TIDE_CHECK(r.num_computed_tokens() == s.start_pos);
+    kv_.truncate(r.kv);
+  }
+  std::vector<Request*> done;
+  for (Request* r : running_) {
+    if (r->pending_finish != FinishReason::kNone) done.push_back(r);
+  }
+  for (Request* r : done) finish_now(*r, r->pending_finish, r->error);
+}
+
+bool Scheduler::preempt_newest() {
+  TIDE_CHECK(!in_flight_);
+  if (running_.empty()) return false;
+  Plan none;
+  preempt_newest(none);
   return true;
 }
 
@@ -73,7 +99,9 @@ bool Scheduler::finish(RequestId id, FinishReason reason) {
 ScheduledStep Scheduler::schedule() {
   TIDE_CHECK(!in_flight_);  // update() of the previous step came first
   Plan plan;
-  plan.token_budget = options_.max_num_batched_tokens;
+  plan.token_budget = step_token_limit_ > 0 ? std::min(options_.max_num_batched_tokens, step_token_limit_)
+                                            : options_.max_num_batched_tokens;
+  const int64_t chunk = std::min(chunk_, plan.token_budget);
 
   // 1. Decodes, oldest first: one token each keeps every running request's latency flat. The loop bound is
   //    re-read because reserve() may preempt from the back of running_.
@@ -84,11 +112,11 @@ ScheduledStep Scheduler::schedule() {
   for (size_t i = 0; i < running_.size() && plan.token_budget > 0; ++i) {
     Request& r = *running_[i];
     if (r.is_decoding()) continue;
-    reserve(r, std::min({r.num_tokens_to_compute(), chunk_, plan.token_budget}), plan);
+    reserve(r, std::min({r.num_tokens_to_compute(), chunk, plan.token_budget}), plan);
   }
   // 3. New admissions, in queue order; not in a step that had to preempt, where an admission would only
   //    take the blocks an older request needs next step (and be preempted again: thrash).
-  if (!plan.preempted) admit_waiting(plan);
+  if (!plan.preempted) admit_waiting(plan, chunk);
 
   ScheduledStep step;
   step.step_id = next_step_id_++;
@@ -100,7 +128,7 @@ ScheduledStep Scheduler::schedule() {
     requests.push_back(&r);
   }
   build_forward_batch(step, requests);
-  for (int p = 0; p < kv_.num_pools(); ++p) step.copies.push_back(kv_.take_copies(p));
+  step.copies = kv_.take_copies();
   in_flight_ = true;
   return step;
 }
@@ -148,7 +176,7 @@ void Scheduler::preempt_newest(Plan& plan) {
   waiting_.push_front(&victim);  // older than every waiting request: FCFS puts it first
 }
 
-void Scheduler::admit_waiting(Plan& plan) {
+void Scheduler::admit_waiting(Plan& plan, int64_t chunk) {
   while (!waiting_.empty() && plan.token_budget > 0 && static_cast<int64_t>(running_.size()) < options_.max_num_seqs) {
     Request& r = *waiting_.front();
     // Another sample of a prompt still being computed waits for it, ahead of later requests (FCFS): the
@@ -158,7 +186,7 @@ void Scheduler::admit_waiting(Plan& plan) {
       if (leader && leader->num_computed_tokens() < leader->num_prompt_tokens()) break;
     }
     // Decided before admit() so that a refusal leaves no trace (LRU order, hit counts).
-    const int64_t n = kv_.num_admissible_tokens(r.token_ids, std::min(chunk_, plan.token_budget));
+    const int64_t n = kv_.num_admissible_tokens(r.token_ids, std::min(chunk, plan.token_budget));
     if (n == 0) {
       // Nobody overtakes the head of the queue (FCFS); running requests will finish and free blocks. With
       // none running, every block is free and it still does not fit: an error, not a hang.

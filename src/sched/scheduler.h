@@ -55,10 +55,10 @@ class Scheduler {
   // queueing nothing, when it can never run: empty prompt, max_tokens < 0, prompt + max_tokens beyond
   // max_model_len, or more blocks than the pools hold (!kv.fits). max_tokens 0 finishes at once ("length").
   RequestId add(RequestParams params);
-  // Finishes request `id` with `reason` (abort, or stop found by the engine, e.g. a stop string); its blocks
-  // go back. While a step is in flight, a request in it finishes in update() (its blocks are being read).
-  // Returns false when `id` is unknown or already finished.
-  bool finish(RequestId id, FinishReason reason);
+  // Finishes request `id` with `reason` (abort, or stop found by the engine, e.g. a stop string; `error` says
+  // why for kError); its blocks go back. While a step is in flight, a request in it finishes in update() or
+  // retract() (its blocks are being read). Returns false when `id` is unknown or already finished.
+  bool finish(RequestId id, FinishReason reason, std::string error = {});
   bool abort(RequestId id) { return finish(id, FinishReason::kAbort); }
 
   // Plans the next step: appends blocks for every scheduled token, admits waiting requests, preempts when
@@ -68,6 +68,17 @@ class Scheduler {
   // step.sample_ids[i]) to its request, and finishes requests that hit a stop id or max_tokens (or whose
   // finish was asked for during the step), freeing their blocks. Throws tide::Error on a count mismatch.
   void update(const ScheduledStep& step, std::span<const int32_t> sampled_ids);
+  // Records that `step` did not run (its forward or sampling failed; its block copies did run): every
+  // request in it is back where it was before schedule(), holding only the blocks of its computed tokens
+  // (an admission keeps its reused prefix and stays running), and finishes asked for during the step apply.
+  void retract(const ScheduledStep& step);
+  // Preempts the newest running request (blocks freed, recomputed later). Returns false when none runs. Not
+  // while a step is in flight.
+  bool preempt_newest();
+  // Caps the tokens of the steps schedule() plans (0: max_num_batched_tokens alone); the engine lowers it
+  // while the device has no memory for larger steps.
+  void limit_step_tokens(int64_t max_tokens) { step_token_limit_ = max_tokens; }
+  int64_t step_token_limit() const { return step_token_limit_; }
   // Requests finished since the last call (any reason), in the order they finished; the scheduler forgets
   // them.
   std::vector<std::unique_ptr<Request>> take_finished();
@@ -96,8 +107,9 @@ class Scheduler {
   // newer running requests when not even one token fits. Returns the tokens planned; 0 when `r` itself was
   // preempted or failed.
   int64_t reserve(Request& r, int64_t want, Plan& plan);
-  // Admits waiting requests from the front of the queue while budgets and blocks allow.
-  void admit_waiting(Plan& plan);
+  // Admits waiting requests from the front of the queue while budgets and blocks allow, each with a first
+  // chunk of at most `chunk` tokens.
+  void admit_waiting(Plan& plan, int64_t chunk);
   // Frees the newest running request's blocks and puts it back at the front of the queue.
   void preempt_newest(Plan& plan);
   // Removes `r` from the queues, frees its blocks, and hands it to finished_.
@@ -114,6 +126,7 @@ class Scheduler {
   int64_t next_step_id_ = 0;
   bool in_flight_ = false;
   int64_t num_preemptions_ = 0;
+  int64_t step_token_limit_ = 0;
 };
 
 }  // namespace tide

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <map>
 #include <memory>
 
 #include <sys/socket.h>
@@ -259,14 +260,22 @@ void HttpServer::State::periodic_log() {
     const bool idle = s.num_running == 0 && s.num_waiting == 0 && s.prompt_tokens == last.prompt_tokens &&
                       s.generation_tokens == last.generation_tokens;
     if (!idle) {
-      std::string kv;
+      // KV use: the arena, then each window's share of it (the sum over its groups).
+      const KvReport report = engine->kv_report();
+      const double capacity = std::max(1, report.arena.capacity_blocks);
+      std::string kv = fmt::format("{:.1f}%", 100.0 * report.arena.in_use_blocks / capacity);
+      std::map<int64_t, int64_t> by_window;
       int64_t queries = 0, hits = 0;
-      for (const KvPoolReport& r : engine->kv_report()) {
-        const double use = r.stats.capacity_blocks == 0 ? 0 : 100.0 * r.stats.in_use_blocks / r.stats.capacity_blocks;
-        kv += fmt::format("{}{} {:.1f}%", kv.empty() ? "" : ", ", r.window == 0 ? "global" : fmt::format("sliding {}", r.window), use);
+      for (const KvGroupReport& r : report.groups) {
+        by_window[r.window] += r.stats.in_use_blocks;
         queries += r.stats.queries;
         hits += r.stats.hits;
       }
+      for (const auto& [window, blocks] : by_window) {
+        kv += fmt::format("{} {} {:.1f}%", kv.find('(') == std::string::npos ? " (" : ", ",
+                          window == 0 ? "global" : fmt::format("sliding {}", window), 100.0 * blocks / capacity);
+      }
+      kv += ")";
       log_line(fmt::format("prompt throughput {:.1f} tokens/s, generation throughput {:.1f} tokens/s, running {}, "
                            "waiting {}, KV use {}, prefix cache hit rate {:.1f}%",
                            (s.prompt_tokens - last.prompt_tokens) / dt, (s.generation_tokens - last.generation_tokens) / dt,

@@ -29,9 +29,7 @@ double seconds(Clock::duration d) { return std::chrono::duration<double>(d).coun
 // OpenAI reports impossible tokens as -9999 (JSON has no -inf).
 double finite_logprob(float value) { return std::isfinite(value) ? value : -9999.0; }
 
-std::string pool_label(const KvPoolReport& r) {
-  return r.window == 0 ? std::string("global") : "sliding_" + std::to_string(r.window);
-}
+std::string window_label(int64_t window) { return window == 0 ? std::string("global") : std::to_string(window); }
 
 const std::vector<double> kLatencyBuckets = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5,
                                              0.75,  1.0,    2.5,   5.0,  7.5,   10.0, 20.0,  40.0, 80.0};
@@ -43,12 +41,13 @@ const std::vector<double> kLatencyBuckets = {0.001, 0.0025, 0.005, 0.01, 0.025, 
 void declare_metrics(MetricsRegistry& m) {
   m.add_gauge("tide_num_requests_running", "Samples being computed (holding KV blocks).");
   m.add_gauge("tide_num_requests_waiting", "Samples waiting to be admitted (new or preempted).");
-  m.add_gauge("tide_kv_cache_usage_ratio", "Fraction of a KV pool's blocks in use (0..1).");
-  m.add_gauge("tide_kv_cache_blocks_in_use", "KV blocks referenced by running requests, per pool.");
-  m.add_gauge("tide_kv_cache_blocks_cached", "Free KV blocks still holding a reusable prefix, per pool.");
-  m.add_gauge("tide_kv_cache_blocks_capacity", "KV blocks of each pool.");
-  m.add_counter("tide_prefix_cache_queries_total", "Blocks looked up for prefix reuse, per pool.");
-  m.add_counter("tide_prefix_cache_hits_total", "Blocks reused from the prefix cache, per pool.");
+  m.add_gauge("tide_kv_cache_usage_ratio", "Fraction of the KV arena's blocks in use (0..1).");
+  m.add_gauge("tide_kv_cache_blocks_capacity", "Blocks of the KV arena, shared by every layer group.");
+  m.add_gauge("tide_kv_cache_blocks_in_use", "KV blocks referenced by running requests, per layer group.");
+  m.add_gauge("tide_kv_cache_blocks_cached", "Free KV blocks still holding a reusable prefix, per layer group.");
+  m.add_gauge("tide_kv_cache_blocks_host", "Host-tier slots holding a reusable prefix, per layer group.");
+  m.add_counter("tide_prefix_cache_queries_total", "Blocks looked up for prefix reuse, per layer group.");
+  m.add_counter("tide_prefix_cache_hits_total", "Blocks reused from the prefix cache, per layer group.");
   m.add_counter("tide_prompt_tokens_total", "Prompt tokens computed (a reused prefix is not computed).");
   m.add_counter("tide_generation_tokens_total", "Tokens generated.");
   m.add_counter("tide_num_preemptions_total", "Times a running request gave its blocks back to be recomputed.");
@@ -66,15 +65,19 @@ void refresh_engine_metrics(const Engine& engine, MetricsRegistry& m) {
   m.set("tide_prompt_tokens_total", static_cast<double>(s.prompt_tokens));
   m.set("tide_generation_tokens_total", static_cast<double>(s.generation_tokens));
   m.set("tide_num_preemptions_total", static_cast<double>(s.num_preemptions));
-  for (const KvPoolReport& r : engine.kv_report()) {
-    const Labels pool{{"pool", pool_label(r)}};
-    const PoolStats& p = r.stats;
-    m.set("tide_kv_cache_usage_ratio", p.capacity_blocks == 0 ? 0.0 : double(p.in_use_blocks) / p.capacity_blocks, pool);
-    m.set("tide_kv_cache_blocks_in_use", p.in_use_blocks, pool);
-    m.set("tide_kv_cache_blocks_cached", p.cached_blocks, pool);
-    m.set("tide_kv_cache_blocks_capacity", p.capacity_blocks, pool);
-    m.set("tide_prefix_cache_queries_total", static_cast<double>(p.queries), pool);
-    m.set("tide_prefix_cache_hits_total", static_cast<double>(p.hits), pool);
+  const KvReport kv = engine.kv_report();
+  const ArenaStats& a = kv.arena;
+  m.set("tide_kv_cache_usage_ratio", a.capacity_blocks == 0 ? 0.0 : double(a.in_use_blocks) / a.capacity_blocks);
+  m.set("tide_kv_cache_blocks_capacity", a.capacity_blocks);
+  for (size_t g = 0; g < kv.groups.size(); ++g) {
+    const KvGroupReport& r = kv.groups[g];
+    const Labels group{{"group", std::to_string(g)}, {"window", window_label(r.window)}};
+    const GroupStats& p = r.stats;
+    m.set("tide_kv_cache_blocks_in_use", p.in_use_blocks, group);
+    m.set("tide_kv_cache_blocks_cached", p.cached_blocks, group);
+    m.set("tide_kv_cache_blocks_host", p.host_blocks, group);
+    m.set("tide_prefix_cache_queries_total", static_cast<double>(p.queries), group);
+    m.set("tide_prefix_cache_hits_total", static_cast<double>(p.hits), group);
   }
 }
 

@@ -36,7 +36,7 @@ Engine make_engine(const std::string& name, const Config& c) {
 }
 
 void expect_no_blocks_in_use(const Engine& engine) {
-  for (int p = 0; p < engine.kv_cache().num_pools(); ++p) EXPECT_EQ(engine.kv_cache().pool(p).num_in_use(), 0) << "pool " << p;
+  EXPECT_EQ(engine.kv_cache().pool().num_in_use(), 0);
 }
 
 struct Golden {

@@ -95,16 +95,23 @@ TEST(Cli, PromptsFileRunsPromptsInOneEngineWithReuse) {
   EXPECT_EQ(lines[2]["ids"].size(), 3u);  // the default --max-tokens
   const nlohmann::json& kv = lines[1]["kv"];
   EXPECT_EQ(kv["block_size"], 16);
-  ASSERT_EQ(kv["pools"].size(), 2u);
-  EXPECT_EQ(kv["pools"][0]["window"], 16);
-  EXPECT_TRUE(kv["pools"][1]["window"].is_null());
-  EXPECT_EQ(kv["pools"][0]["num_layers"], 6);
-  EXPECT_EQ(kv["pools"][1]["num_layers"], 2);
-  for (const char* key : {"capacity_blocks", "in_use_blocks", "cached_blocks", "host_blocks", "peak_in_use_blocks",
-                          "queries", "hits"}) {
-    EXPECT_TRUE(kv["pools"][1][key].is_number_integer()) << key;
+  for (const char* key : {"block_bytes", "capacity_blocks", "host_capacity_blocks", "in_use_blocks", "cached_blocks",
+                          "peak_in_use_blocks"}) {
+    EXPECT_TRUE(kv[key].is_number_integer()) << key;
   }
-  EXPECT_GT(kv["pools"][1]["hits"].get<int>(), 0);
+  EXPECT_GT(kv["capacity_blocks"].get<int>(), 0);
+  EXPECT_GT(kv["cached_blocks"].get<int>(), 0);
+  // The tiny model's 6 sliding and 2 global layers: groups of 2 layers, one KV block size for all.
+  ASSERT_EQ(kv["groups"].size(), 4u);
+  for (int g = 0; g < 3; ++g) EXPECT_EQ(kv["groups"][g]["window"], 16);
+  EXPECT_TRUE(kv["groups"][3]["window"].is_null());
+  for (const nlohmann::json& group : kv["groups"]) {
+    EXPECT_EQ(group["num_layers"], 2);
+    for (const char* key : {"in_use_blocks", "cached_blocks", "host_blocks", "peak_in_use_blocks", "queries", "hits"}) {
+      EXPECT_TRUE(group[key].is_number_integer()) << key;
+    }
+  }
+  EXPECT_GT(kv["groups"][3]["hits"].get<int>(), 0);
 
   const RunResult no_reuse =
       run("generate " + kModel + " --prompts-file " + file.string() + " --json --ignore-eos --no-prefix-caching");

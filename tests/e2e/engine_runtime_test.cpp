@@ -31,7 +31,8 @@ Engine make_engine(int64_t kv_bytes = int64_t{64} << 20, int64_t block_size = 4,
 }
 
 void expect_no_blocks_in_use(const Engine& engine) {
-  for (const KvPoolReport& r : engine.kv_report()) EXPECT_EQ(r.stats.in_use_blocks, 0) << "window " << r.window;
+  for (const KvGroupReport& r : engine.kv_report().groups) EXPECT_EQ(r.stats.in_use_blocks, 0) << "window " << r.window;
+  EXPECT_EQ(engine.kv_report().arena.in_use_blocks, 0);
 }
 
 struct GoldenCase {

@@ -58,31 +58,25 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, Fp8KvCache, ::testing::Values("cohere2-tiny",
 
 // The same bytes buy more blocks: per position and layer an FP8 cache stores a code per value and a 4-byte
 // scale per head's vector, against 4 bytes per value in the CPU backend's F32 cache (3.6 x as many positions
-// for cohere2-tiny; the split between the pools reserves the sliding pools' share first, so each pool's
-// factor differs).
+// for cohere2-tiny).
 TEST(Fp8KvCache, TheSameBudgetHoldsMoreBlocks) {
   CpuBackend backend;
   const Cohere2Model model = Cohere2Model::load(fixture("cohere2-tiny"), backend);
   const ModelConfig& c = model.config();
   EngineOptions options;
   options.kv_cache_memory = int64_t{8} << 20;
-  const std::vector<PoolSpec> plain = plan_kv_pools(model, options);
+  const KvArenaSpec plain = plan_kv_arena(model, options);
   options.kv_cache_dtype = "fp8";
-  const std::vector<PoolSpec> fp8 = plan_kv_pools(model, options);
-  ASSERT_EQ(plain.size(), fp8.size());
-  int64_t plain_bytes = 0, fp8_bytes = 0, plain_blocks = 0, fp8_blocks = 0;
-  for (size_t p = 0; p < plain.size(); ++p) {
-    const int64_t bytes = model.kv_block_bytes(static_cast<int>(p), options.block_size, KvCacheDtype::kFp8);
-    EXPECT_EQ(bytes, c.groups[p].num_layers() * 2 * options.block_size * (c.kv_size() + 4 * c.num_heads_kv));
-    EXPECT_GT(fp8[p].num_blocks, 2 * plain[p].num_blocks) << "pool " << p;
-    fp8_bytes += fp8[p].num_blocks * bytes;
-    plain_bytes += plain[p].num_blocks * model.kv_block_bytes(static_cast<int>(p), options.block_size);
-    fp8_blocks += fp8[p].num_blocks, plain_blocks += plain[p].num_blocks;
-  }
+  const KvArenaSpec fp8 = plan_kv_arena(model, options);
+  const int64_t bytes = model.kv_block_bytes(options.block_size, KvCacheDtype::kFp8);
+  EXPECT_EQ(bytes, c.layers_per_kv_block * 2 * options.block_size * (c.kv_size() + 4 * c.num_heads_kv));
+  const int64_t fp8_bytes = fp8.num_blocks * bytes;
+  const int64_t plain_bytes = plain.num_blocks * model.kv_block_bytes(options.block_size);
   EXPECT_LE(fp8_bytes, options.kv_cache_memory);
   EXPECT_LE(plain_bytes, options.kv_cache_memory);
-  EXPECT_GT(fp8_bytes, options.kv_cache_memory * 99 / 100);  // the budget is used, not left over
-  EXPECT_GT(fp8_blocks, 3 * plain_blocks);
+  EXPECT_GT(fp8_bytes, options.kv_cache_memory - bytes);  // the budget is used, not left over
+  EXPECT_GT(plain_bytes, options.kv_cache_memory - model.kv_block_bytes(options.block_size));
+  EXPECT_GT(fp8.num_blocks, 3 * plain.num_blocks);
 }
 
 // The error an engine with `options` on `backend` refuses to start with ("" if it starts).

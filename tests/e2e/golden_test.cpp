@@ -79,7 +79,7 @@ TEST_P(GoldenTest, GreedyContinuationsMatchTokenForToken) {
       EXPECT_EQ(got.ids, want) << "block size " << block;
       EXPECT_EQ(got.finish_reason, "length");
     }
-    for (int p = 0; p < engine.kv_cache().num_pools(); ++p) EXPECT_EQ(engine.kv_cache().pool(p).num_in_use(), 0);
+    EXPECT_EQ(engine.kv_cache().pool().num_in_use(), 0);
   }
 }
 
@@ -118,7 +118,7 @@ TEST_P(GoldenTest, BlocksReturnToThePoolsAfterErrorsAndRequestsThatCannotFit) {
     if (++calls == 3) throw Error("client went away");
   }),
                Error);
-  for (int p = 0; p < engine.kv_cache().num_pools(); ++p) EXPECT_EQ(engine.kv_cache().pool(p).num_in_use(), 0);
+  EXPECT_EQ(engine.kv_cache().pool().num_in_use(), 0);
   options.max_tokens = engine.config().max_position_embeddings;  // prompt + max_tokens > max length
   EXPECT_THROW(engine.generate(prompt, options), Error);
   EXPECT_THROW(engine.generate(std::vector<int32_t>{}, options), Error);

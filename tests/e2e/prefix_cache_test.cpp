@@ -1,6 +1,6 @@
 // The window-aware KV cache end to end on the fixture models: the seed's reproduction (a long prompt A,
 // then B sharing A's start, with prefix reuse on), randomized requests against the same requests without
-// reuse (with the activation-dtype cache and with the FP8 one), the sliding pools' memory bound on a long
+// reuse (with the activation-dtype cache and with the FP8 one), the sliding groups' memory bound on a long
 // generation, and hits served from the host tier.
 #include <gtest/gtest.h>
 
@@ -39,31 +39,17 @@ Engine make_engine(const std::string& model, const Options& o) {
   return Engine(fixture(model), std::make_unique<CpuBackend>(), engine_options(o));
 }
 
-// The smallest device budget whose global pool gets `global_blocks` blocks (binary search over the plan).
-int64_t memory_for_global_blocks(const std::string& model, const Options& o, int32_t global_blocks) {
+// The device budget of an arena that holds `blocks` blocks of `model` with `o`'s block size and KV dtype.
+int64_t memory_for_blocks(const std::string& model, const Options& o, int64_t blocks) {
   CpuBackend backend;
   const Cohere2Model m = Cohere2Model::load(fixture(model), backend);
-  EngineOptions e = engine_options(o);
-  auto global = [&](int64_t memory) {
-    e.kv_cache_memory = memory;
-    try {
-      for (const PoolSpec& s : plan_kv_pools(m, e))
-        if (s.window == 0) return s.num_blocks;
-    } catch (const Error&) {
-    }
-    return 0;
-  };
-  int64_t lo = 1, hi = int64_t{1} << 32;
-  while (lo < hi) {
-    const int64_t mid = lo + (hi - lo) / 2;
-    if (global(mid) >= global_blocks) {
-      hi = mid;
-    } else {
-      lo = mid + 1;
-    }
-  }
-  if (global(lo) != global_blocks) throw std::runtime_error("no budget gives that many global blocks");
-  return lo;
+  return blocks * m.kv_block_bytes(o.block_size, kv_cache_dtype(engine_options(o), m));
+}
+
+// The arena blocks one sequence of `num_tokens` takes at most (every group's need summed).
+int64_t blocks_for_sequence(const std::string& model, const Options& o, int64_t num_tokens) {
+  const KvCacheManager probe(o.block_size, ModelConfig::from_dir(fixture(model)).group_windows(), KvArenaSpec{}, false);
+  return probe.max_arena_blocks(num_tokens, o.chunk);
 }
 
 int64_t window_of(const std::string& model) { return ModelConfig::from_dir(fixture(model)).layers.front().window; }
@@ -102,7 +88,7 @@ TEST_P(PrefixCacheTest, SeedReproductionLongPromptThenSharedPrefix) {
       const std::vector<float> want = test::golden_tensor(tensors, c["b_last_tensor"]);
       EXPECT_LT(test::rel_l2(b_logits[0].data(), want.data(), want.size()), 1e-4) << "block " << block;
       int64_t hits = 0;
-      for (const KvPoolReport& r : logits_engine.kv_report()) hits += r.stats.hits;
+      for (const KvGroupReport& r : logits_engine.kv_report().groups) hits += r.stats.hits;
       EXPECT_EQ(hits > 0, got.cached_tokens > 0);
     }
   }
@@ -121,10 +107,10 @@ TEST_P(PrefixCacheTest, RandomRequestsEqualTheSameRequestsWithoutReuse) {
   const int64_t longest = 7 * w + 2 * w + 6;
   for (const auto& [block, kv_dtype] : {std::pair{int64_t{5}, ""}, std::pair{w + 3, ""}, std::pair{int64_t{5}, "fp8"},
                                         std::pair{w + 3, "fp8"}}) {
-    // Device pools of ~4 of the longest requests (evictions), a host tier, chunks smaller than the window.
+    // An arena of ~4 of the longest requests (evictions), a host tier, chunks smaller than the window.
     Options small{.block_size = block, .host_kv_cache_memory = int64_t{4} << 20, .chunk = w / 2 + 1,
                   .kv_cache_dtype = kv_dtype};
-    small.kv_cache_memory = memory_for_global_blocks(model, small, static_cast<int32_t>(4 * longest / block));
+    small.kv_cache_memory = memory_for_blocks(model, small, 4 * blocks_for_sequence(model, small, longest));
     Engine reuse = make_engine(model, small);
     Options plain = small;
     plain.prefix_caching = false;
@@ -141,13 +127,13 @@ TEST_P(PrefixCacheTest, RandomRequestsEqualTheSameRequestsWithoutReuse) {
       EXPECT_EQ(got.ids, want.ids) << "request " << r << " block " << block << " kv " << kv_dtype;
       EXPECT_EQ(want.cached_tokens, 0);
       total_cached += got.cached_tokens;
-      for (int p = 0; p < reuse.kv_cache().num_pools(); ++p) EXPECT_EQ(reuse.kv_cache().pool(p).num_in_use(), 0);
+      EXPECT_EQ(reuse.kv_cache().pool().num_in_use(), 0);
     }
     EXPECT_GT(total_cached, 0) << "no request reused anything: the test proves nothing";
   }
 }
 
-TEST(PrefixCache, SlidingPoolsHoldOnlyTheWindowOnALongGeneration) {
+TEST(PrefixCache, SlidingGroupsHoldOnlyTheWindowOnALongGeneration) {
   const std::string model = "cohere2-tiny";  // W = 16
   const int64_t w = window_of(model);
   const std::vector<int32_t> prompt =
@@ -156,7 +142,7 @@ TEST(PrefixCache, SlidingPoolsHoldOnlyTheWindowOnALongGeneration) {
     Engine engine = make_engine(model, {.block_size = block});
     greedy(engine, prompt, 2000);
     const int64_t chunk_blocks = (static_cast<int64_t>(prompt.size()) + block - 1) / block;
-    for (const KvPoolReport& r : engine.kv_report()) {
+    for (const KvGroupReport& r : engine.kv_report().groups) {
       if (r.window == 0) {
         EXPECT_GE(r.stats.peak_in_use_blocks, (static_cast<int64_t>(prompt.size()) + 2000 - 1) / block);
       } else {
@@ -171,18 +157,18 @@ TEST(PrefixCache, HitsComeBackFromTheHostTier) {
   const std::string model = "cohere2-tiny";
   const nlohmann::json c = test::read_json(fixture(model) / "golden.json")["prefix_sharing"][2];
   const std::vector<int32_t> a = test::ids_of(c["a_ids"]), b = test::ids_of(c["b_ids"]);
-  std::vector<int32_t> other(220);  // an unrelated prompt that needs the whole device pool
+  std::vector<int32_t> other(220);  // an unrelated prompt that needs the whole arena
   for (size_t i = 0; i < other.size(); ++i) other[i] = static_cast<int32_t>(100 + (i * 37) % 800);
 
   auto run = [&](int64_t host_memory) {
     Options o{.block_size = 16, .host_kv_cache_memory = host_memory, .chunk = 64};
-    // A global pool of 16 blocks: the other prompt (14 blocks) evicts A's.
-    o.kv_cache_memory = memory_for_global_blocks(model, o, 16);
+    // An arena of exactly what the other prompt takes: it evicts every block of A's.
+    o.kv_cache_memory = memory_for_blocks(model, o, blocks_for_sequence(model, o, static_cast<int64_t>(other.size())));
     Engine engine = make_engine(model, o);
     greedy(engine, a, 1);
     greedy(engine, other, 1);
     GenerateResult result = greedy(engine, b, 16);
-    return std::pair<GenerateResult, std::vector<KvPoolReport>>{result, engine.kv_report()};
+    return std::pair<GenerateResult, KvReport>{result, engine.kv_report()};
   };
   const auto [without_host, stats_without] = run(0);
   const auto [with_host, stats_with] = run(int64_t{8} << 20);
@@ -190,9 +176,10 @@ TEST(PrefixCache, HitsComeBackFromTheHostTier) {
   EXPECT_EQ(without_host.ids, test::ids_of(c["b_greedy_ids"]));
   const int64_t expected = c["shared_prefix"].get<int64_t>() / 16 * 16;
   EXPECT_EQ(with_host.cached_tokens, expected);
-  EXPECT_LT(without_host.cached_tokens, expected) << "the device pool kept A's blocks: the host tier was not needed";
-  for (const KvPoolReport& r : stats_with) EXPECT_GT(r.stats.host_blocks, 0);
-  for (const KvPoolReport& r : stats_without) EXPECT_EQ(r.stats.host_blocks, 0);
+  EXPECT_LT(without_host.cached_tokens, expected) << "the arena kept A's blocks: the host tier was not needed";
+  for (const KvGroupReport& r : stats_with.groups) EXPECT_GT(r.stats.host_blocks, 0);
+  for (const KvGroupReport& r : stats_without.groups) EXPECT_EQ(r.stats.host_blocks, 0);
+  EXPECT_GT(stats_with.arena.host_capacity_blocks, 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, PrefixCacheTest, ::testing::Values("cohere2-tiny", "cohere2-tiny-hd128"));

@@ -254,8 +254,9 @@ TEST_P(SyntheticModelTest, MixedBatchEqualsSequencesAlone) {
   const Cohere2Model model = Cohere2Model::load(dir.path(), backend);
   const int64_t block = 4;
   const int num_groups = static_cast<int>(model.config().groups.size());
-  KvCacheManager kv(block, std::vector<PoolSpec>(static_cast<size_t>(num_groups), PoolSpec{0, 200, 0}), false);
-  std::vector<KvStorage> storage = model.allocate_kv(block, std::vector<int32_t>(static_cast<size_t>(num_groups), 200));
+  KvCacheManager kv(block, std::vector<int64_t>(static_cast<size_t>(num_groups), 0), KvArenaSpec{200 * num_groups, 0},
+                    false);
+  std::vector<KvStorage> storage = model.allocate_kv(block, 200 * num_groups);
 
   const std::vector<std::vector<int32_t>> prompts = {random_ids(30, m.spec.vocab, 1), random_ids(21, m.spec.vocab, 2),
                                                      random_ids(13, m.spec.vocab, 3)};

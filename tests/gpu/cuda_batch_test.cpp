@@ -53,11 +53,7 @@ Engine cpu_reference(const std::string& name) {
   return Engine(fixture(name), std::make_unique<CpuBackend>(), o);
 }
 
-void expect_pools_empty(const Engine& engine) {
-  for (int p = 0; p < engine.kv_cache().num_pools(); ++p) {
-    EXPECT_EQ(engine.kv_cache().pool(p).num_in_use(), 0) << "pool " << p;
-  }
-}
+void expect_pools_empty(const Engine& engine) { EXPECT_EQ(engine.kv_cache().pool().num_in_use(), 0); }
 
 GenerateOptions greedy(size_t max_tokens) {
   GenerateOptions o;

@@ -120,10 +120,7 @@ TEST(CudaEngine, AutomaticKvBudgetFillsTheAllowedGpuMemory) {
     Engine engine(fixture("cohere2-tiny"), std::make_unique<CudaBackend>(), o);
     const std::optional<Backend::MemoryInfo> memory = engine.model().backend().memory_info();
     ASSERT_TRUE(memory.has_value());
-    int64_t kv_bytes = 0;
-    for (int p = 0; p < engine.kv_cache().num_pools(); ++p) {
-      kv_bytes += int64_t{engine.kv_cache().spec(p).num_blocks} * engine.model().kv_block_bytes(p, 16);
-    }
+    const int64_t kv_bytes = int64_t{engine.kv_cache().pool().num_blocks()} * engine.model().kv_block_bytes(16);
     const double allowed = utilization * static_cast<double>(memory->total);
     std::printf("[ kv       ] utilization %.2f: %.1f GiB of KV blocks (%.1f GiB allowed)\n", utilization,
                 static_cast<double>(kv_bytes) / (1 << 30), allowed / (1 << 30));

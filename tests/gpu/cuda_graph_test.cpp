@@ -16,18 +16,14 @@ namespace {
 struct Runner {
   explicit Runner(bool graphs, bool fp8 = false)
       : model(Cohere2Model::load(test::fixture("cohere2-tiny-hd128"), backend, WeightLoadOptions{fp8, {}})),
-        manager(kBlockSize, pools(model.config()), /*enable_prefix_caching=*/false),
-        kv(model.allocate_kv(kBlockSize, std::vector<int32_t>(model.config().groups.size(), 256))) {
+        manager(kBlockSize, model.config().group_windows(), KvArenaSpec{kBlocks, 0}, /*enable_prefix_caching=*/false),
+        kv(model.allocate_kv(kBlockSize, kBlocks)) {
     model.set_graphs_enabled(graphs);
     seqs.resize(3);
   }
 
   static constexpr int64_t kBlockSize = 16;
-  static std::vector<PoolSpec> pools(const ModelConfig& c) {
-    std::vector<PoolSpec> specs;
-    for (const LayerGroup& g : c.groups) specs.push_back(PoolSpec{g.window, 256, 0});
-    return specs;
-  }
+  static constexpr int32_t kBlocks = 1024;
 
   // One step: `tokens[i]` new tokens for sequence `which[i]`; returns the f32 logits of every new token.
   std::vector<float> step(const std::vector<int>& which, const std::vector<std::vector<int32_t>>& tokens) {

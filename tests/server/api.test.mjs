@@ -164,5 +164,9 @@ test('models, version, tokenize, detokenize, metrics', async () => {
   for (const h of ['tide_time_to_first_token_seconds', 'tide_inter_token_latency_seconds', 'tide_e2e_request_latency_seconds']) {
     assert.ok(metricValues(metrics, `${h}_count`)[''] > 0, h);
   }
-  assert.ok(metricValues(metrics, 'tide_prefix_cache_hits_total')['{pool="global"}'] > 0);
+  // Per layer group, labelled with the group's index and window; the arena as a whole has no label.
+  const globalHits = Object.entries(metricValues(metrics, 'tide_prefix_cache_hits_total'))
+    .filter(([labels]) => labels.includes('window="global"'));
+  assert.ok(globalHits.length > 0 && globalHits.every(([, v]) => v > 0));
+  assert.ok(metricValues(metrics, 'tide_kv_cache_blocks_capacity')[''] > 0);
 });

@@ -19,7 +19,7 @@ async function metrics() {
   return (await fetch(`${server.base}/metrics`)).text();
 }
 
-// Waits until no request runs or waits and no pool has a block in use.
+// Waits until no request runs or waits and no layer group has a block in use.
 async function waitForIdle() {
   const deadline = Date.now() + 15000;
   for (;;) {

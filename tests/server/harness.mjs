@@ -69,7 +69,7 @@ export async function post(base, route, body, headers = {}) {
   return { status: res.status, json, text };
 }
 
-// The value of a /metrics series, e.g. metric(text, 'tide_kv_cache_blocks_in_use', 'pool="global"').
+// The value of a /metrics series, e.g. metric(text, 'tide_kv_cache_blocks_in_use', 'group="3",window="global"').
 export function metricValues(text, name) {
   const out = {};
   for (const line of text.split('\n')) {

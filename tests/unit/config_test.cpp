@@ -30,13 +30,21 @@ TEST(ModelConfig, HubSpellingGivesEveryFourthLayerGlobal) {
     EXPECT_EQ(c.layers[i].rope, !global) << i;
     EXPECT_EQ(c.layers[i].window, global ? 0 : 16) << i;
   }
-  ASSERT_EQ(c.groups.size(), 2u);
+  // 6 sliding and 2 global layers: groups of 2, so that every group's KV block has the same size.
+  EXPECT_EQ(c.layers_per_kv_block, 2);
+  ASSERT_EQ(c.groups.size(), 4u);
   EXPECT_EQ(c.groups[0].window, 16);
-  EXPECT_EQ(c.groups[0].layers, (std::vector<int>{0, 1, 2, 4, 5, 6}));
-  EXPECT_TRUE(c.groups[1].is_global());
-  EXPECT_EQ(c.groups[1].layers, (std::vector<int>{3, 7}));
-  EXPECT_EQ(c.layers[4].layer_idx_in_group, 3);
+  EXPECT_EQ(c.groups[0].layers, (std::vector<int>{0, 1}));
+  EXPECT_EQ(c.groups[1].layers, (std::vector<int>{2, 4}));
+  EXPECT_EQ(c.groups[2].layers, (std::vector<int>{5, 6}));
+  EXPECT_EQ(c.groups[2].window, 16);
+  EXPECT_TRUE(c.groups[3].is_global());
+  EXPECT_EQ(c.groups[3].layers, (std::vector<int>{3, 7}));
+  EXPECT_EQ(c.layers[4].group_idx, 1);
+  EXPECT_EQ(c.layers[4].layer_idx_in_group, 1);
+  EXPECT_EQ(c.layers[7].group_idx, 3);
   EXPECT_EQ(c.layers[7].layer_idx_in_group, 1);
+  EXPECT_EQ(c.group_windows(), (std::vector<int64_t>{16, 16, 16, 0}));
   EXPECT_EQ(c.head_dim, 32);
   EXPECT_EQ(c.rope_theta, 50000.0);
   EXPECT_EQ(c.logit_scale, 0.25);
@@ -63,7 +71,8 @@ TEST(ModelConfig, BothSpellingsGiveTheSameLayers) {
   // And the fixture written in the new spelling parses to its S S S G.
   const ModelConfig hd128 = ModelConfig::from_dir(test::fixture("cohere2-tiny-hd128"));
   EXPECT_EQ(hd128.head_dim, 128);
-  EXPECT_EQ(hd128.groups.size(), 2u);
+  EXPECT_EQ(hd128.groups.size(), 4u);  // 3 sliding layers and 1 global: a layer per group
+  EXPECT_EQ(hd128.layers_per_kv_block, 1);
   EXPECT_TRUE(hd128.layers[3].is_global());
   EXPECT_EQ(hd128.layers[0].window, 32);
 }
@@ -82,7 +91,34 @@ TEST(ModelConfig, GlobalFirstLayerAndAllGlobal) {
   j["layer_types"] = {"full_attention", "sliding_attention", "sliding_attention"};
   const ModelConfig c = ModelConfig::from_json(j, "c");
   EXPECT_TRUE(c.groups[0].is_global());
-  EXPECT_EQ(c.groups[1].layers, (std::vector<int>{1, 2}));
+  EXPECT_EQ(c.groups[1].layers, (std::vector<int>{1}));
+  EXPECT_EQ(c.groups[2].layers, (std::vector<int>{2}));
+}
+
+TEST(ModelConfig, LayerGroupsOfOneBlockSize) {
+  nlohmann::json j = tiny_config();
+  auto groups_of = [&](int64_t layers, int64_t pattern) {
+    j["num_hidden_layers"] = layers;
+    j["sliding_window_pattern"] = pattern;
+    return ModelConfig::from_json(j, "c");
+  };
+  // Command R7B's pattern (24 sliding + 8 global layers) and Command-A's (48 + 16): 3 sliding groups and a
+  // global one, each of a quarter of the layers.
+  ModelConfig c = groups_of(32, 4);
+  EXPECT_EQ(c.layers_per_kv_block, 8);
+  EXPECT_EQ(c.group_windows(), (std::vector<int64_t>{16, 16, 16, 0}));
+  c = groups_of(64, 4);
+  EXPECT_EQ(c.layers_per_kv_block, 16);
+  EXPECT_EQ(c.groups.size(), 4u);
+  // 22 sliding + 4 global layers: a common divisor (2) would give 13 groups, so 4 with 2 slots unused.
+  c = groups_of(26, 6);
+  EXPECT_EQ(c.layers_per_kv_block, 4);
+  ASSERT_EQ(c.groups.size(), 7u);
+  EXPECT_EQ(c.groups[5].layers.size(), 2u);
+  for (const LayerSpec& l : c.layers) {
+    EXPECT_LT(l.layer_idx_in_group, c.layers_per_kv_block);
+    EXPECT_EQ(c.groups[static_cast<size_t>(l.group_idx)].window, l.window);
+  }
 }
 
 TEST(ModelConfig, HeadDimComesFromHiddenSizeLikeTransformers) {

@@ -1,6 +1,6 @@
 // KvCacheManager::num_appendable_tokens and num_admissible_tokens, the capacity questions a scheduler asks
 // before mutating anything: checked against what can_append says and what admit + append actually do (on a
-// copy of the manager), in random states of small pools with shared prefixes, with and without a host tier.
+// copy of the manager), in random states of a small arena with shared prefixes, with and without a host tier.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -16,8 +16,8 @@ void check_random_states(uint32_t seed, bool host_tier) {
   std::mt19937 rng(seed);
   auto uniform = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
   const int64_t b = uniform(2, 5);
-  const int32_t blocks = 24;
-  KvCacheManager kv(b, {{7, blocks, host_tier ? blocks : 0}, {0, blocks, host_tier ? blocks : 0}}, true);
+  const int32_t blocks = 48;
+  KvCacheManager kv(b, {7, 0}, KvArenaSpec{blocks, host_tier ? blocks : 0}, true);
   const Tokens shared = make_tokens(40, 1000);
   auto random_prompt = [&] {
     Tokens t = head(shared, uniform(1, 40));
@@ -51,7 +51,7 @@ void check_random_states(uint32_t seed, bool host_tier) {
       ASSERT_TRUE(n == 0 || copy.can_append(trial, n)) << "round " << round;
       ASSERT_TRUE(n == most || !copy.can_append(trial, n + 1)) << "round " << round << " n " << n;
     }
-    // Move the real state on: grow or free a sequence (fills the pools and the cache).
+    // Move the real state on: grow or free a sequence (fills the arena and the cache).
     if (seq.block_tables.empty()) {
       const Tokens p = random_prompt();
       if (kv.num_admissible_tokens(p, 1) > 0) {

@@ -1,4 +1,4 @@
-// KvCacheManager, randomised: many sequences on shared prefixes, random chunks and block sizes, small pools
+// KvCacheManager, randomised: many sequences on shared prefixes, random chunks and block sizes, a small arena
 // with and without a host tier; every position a new token reads must hold the value of the sequence's own
 // prefix (reuse never changes what a kernel reads), invariants hold after every step, nothing leaks.
 #include "kv_test_util.h"
@@ -14,7 +14,7 @@ struct RandomConfig {
   std::string name;
   uint32_t seed;
   int64_t min_block_size, max_block_size;  // drawn from the seed
-  std::vector<int64_t> windows;  // one pool per window (0: global)
+  std::vector<int64_t> windows;  // one layer group per window (0: global)
   bool host_tier;
   int max_live;  // sequences in flight at once
 };
@@ -45,15 +45,12 @@ TEST_P(KvCacheRandomized, ReadsEqualTheValuesOfTheSequencesOwnPrefix) {
   const int64_t max_prefix = 3 * max_window + 3 * b, max_tail = 2 * max_window + b, max_decode = 4;
   const int64_t max_len = max_prefix + max_tail + max_decode, max_chunk = 2 * b + 5;
 
-  // Pools sized for max_live sequences (an independent bound: [s - W + 1, s + chunk - 1] spans at most
+  // The arena sized for max_live sequences (an independent bound: [s - W + 1, s + chunk - 1] spans at most
   // ceil((chunk + W - 2) / B) + 1 blocks), so appends never fail; the rest is cache, constantly evicted.
-  std::vector<PoolSpec> specs;
-  for (int64_t w : cfg.windows) {
-    const int64_t need = w == 0 ? (max_len + b - 1) / b : (max_chunk + w - 2 + b - 1) / b + 1;
-    const int32_t blocks = static_cast<int32_t>(cfg.max_live * need + need / 2 + 1);
-    specs.push_back(PoolSpec{w, blocks, cfg.host_tier ? blocks : 0});
-  }
-  KvCacheManager kv(b, specs, true);
+  int64_t need = 0;
+  for (int64_t w : cfg.windows) need += w == 0 ? (max_len + b - 1) / b : (max_chunk + w - 2 + b - 1) / b + 1;
+  const auto blocks = static_cast<int32_t>(cfg.max_live * need + need / 2 + 1);
+  KvCacheManager kv(b, cfg.windows, KvArenaSpec{blocks, cfg.host_tier ? blocks : 0}, true);
   KvMemory mem(kv);
 
   std::vector<Tokens> prefixes;
@@ -108,10 +105,10 @@ TEST_P(KvCacheRandomized, ReadsEqualTheValuesOfTheSequencesOwnPrefix) {
       }
       for (int64_t k = expected / b + 1; k <= max_blocks; ++k) {
         bool served = true;
-        for (int p = 0; p < kv.num_pools() && served; ++p) {
-          const int64_t w = kv.spec(p).window;
+        for (int g = 0; g < kv.num_groups() && served; ++g) {
+          const int64_t w = kv.window(g);
           const int64_t first = w == 0 ? 0 : std::max<int64_t>(0, k * b - w + 1) / b;
-          for (int64_t j = first; j < k && served; ++j) served = kv.pool(p).contains(keys[static_cast<size_t>(j)]);
+          for (int64_t j = first; j < k && served; ++j) served = kv.pool().contains(g, keys[static_cast<size_t>(j)]);
         }
         ASSERT_FALSE(served) << "prompt " << l.index << ": L = " << k * b << " could be reused, got " << expected;
       }
@@ -132,12 +129,12 @@ TEST_P(KvCacheRandomized, ReadsEqualTheValuesOfTheSequencesOwnPrefix) {
     const int64_t chunk = n < l.prompt_len ? std::min(uniform(1, max_chunk), l.prompt_len - n) : 1;
     ASSERT_TRUE(step(kv, mem, l.seq, l.all, l.values, chunk)) << "prompt " << l.index << " at " << n;
     const int64_t m = l.seq.num_computed();
-    for (int p = 0; p < kv.num_pools(); ++p) {  // out-of-window blocks are let go
-      const int64_t w = kv.spec(p).window;
-      const auto& table = l.seq.block_tables[static_cast<size_t>(p)];
+    for (int g = 0; g < kv.num_groups(); ++g) {  // out-of-window blocks are let go
+      const int64_t w = kv.window(g);
+      const auto& table = l.seq.block_tables[static_cast<size_t>(g)];
       for (size_t j = 0; j < table.size(); ++j) {
         const bool out = w != 0 && static_cast<int64_t>(j + 1) * b <= m - w + 1;
-        ASSERT_EQ(table[j] == kNullBlock, out) << "prompt " << l.index << " pool " << p << " block " << j << " n " << m;
+        ASSERT_EQ(table[j] == kNullBlock, out) << "prompt " << l.index << " group " << g << " block " << j << " n " << m;
       }
     }
     ASSERT_NO_THROW(check(kv, live_ptrs())) << "prompt " << l.index << " at " << m;
@@ -148,11 +145,12 @@ TEST_P(KvCacheRandomized, ReadsEqualTheValuesOfTheSequencesOwnPrefix) {
     }
   }
 
-  for (int p = 0; p < kv.num_pools(); ++p) {
-    const PoolStats s = kv.pool(p).stats();
-    EXPECT_EQ(s.in_use_blocks, 0) << "pool " << p;
-    EXPECT_GT(s.hits, 0) << "pool " << p;
-    EXPECT_LE(s.hits, s.queries) << "pool " << p;
+  EXPECT_EQ(kv.pool().num_in_use(), 0);
+  for (int g = 0; g < kv.num_groups(); ++g) {
+    const GroupStats s = kv.pool().group_stats(g);
+    EXPECT_EQ(s.in_use_blocks, 0) << "group " << g;
+    EXPECT_GT(s.hits, 0) << "group " << g;
+    EXPECT_LE(s.hits, s.queries) << "group " << g;
   }
   EXPECT_GT(cached_tokens, 0);
   if (cfg.host_tier) {
@@ -173,7 +171,9 @@ INSTANTIATE_TEST_SUITE_P(
                     RandomConfig{"BlockLargerThanWindows", 6, 10, 14, {3, 9, 0}, false, 1},
                     RandomConfig{"ConcurrentTwoWindows", 7, 3, 5, {6, 17, 0}, false, 3},
                     RandomConfig{"ConcurrentHostTier", 8, 2, 4, {10, 0}, true, 3},
-                    RandomConfig{"BlockSizeOne", 9, 1, 1, {4, 0}, true, 2}),
+                    RandomConfig{"BlockSizeOne", 9, 1, 1, {4, 0}, true, 2},
+                    RandomConfig{"SiblingGroupsHostTier", 10, 2, 6, {9, 9, 9, 0}, true, 2},
+                    RandomConfig{"TwoGlobalGroupsHostTier", 11, 2, 5, {6, 6, 0, 0}, true, 3}),
     [](const testing::TestParamInfo<RandomConfig>& info) { return info.param.name; });
 
 

@@ -44,8 +44,8 @@ inline BlockKey block_key(const Tokens& tokens, int64_t block_size, int64_t j) {
   return k;
 }
 
-inline int64_t num_held(const SequenceKv& seq, int p) {
-  const auto& t = seq.block_tables[static_cast<size_t>(p)];
+inline int64_t num_held(const SequenceKv& seq, int g) {
+  const auto& t = seq.block_tables[static_cast<size_t>(g)];
   return std::count_if(t.begin(), t.end(), [](int32_t b) { return b != kNullBlock; });
 }
 
@@ -85,68 +85,65 @@ inline std::vector<uint64_t> prefix_hashes(const Tokens& tokens) {
   return out;
 }
 
-// Device storage content[pool][block][offset] and host storage host[pool][slot][offset], driven only by the
-// manager's tables and copy lists, the way the engine drives real memory.
+// Device storage content[block][offset] of the arena and host storage host[slot][offset], driven only by
+// the manager's tables and copy list, the way the engine drives real memory.
 class KvMemory {
  public:
-  explicit KvMemory(const KvCacheManager& kv) : block_size_(kv.block_size()) {
-    for (int p = 0; p < kv.num_pools(); ++p) {
-      device_.emplace_back(static_cast<size_t>(kv.spec(p).num_blocks * block_size_), 0);
-      host_.emplace_back(static_cast<size_t>(kv.spec(p).num_host_blocks * block_size_), 0);
-    }
-  }
+  explicit KvMemory(const KvCacheManager& kv)
+      : block_size_(kv.block_size()),
+        device_(static_cast<size_t>(kv.pool().num_blocks() * block_size_), 0),
+        host_(static_cast<size_t>(kv.pool().num_host_blocks() * block_size_), 0) {}
 
-  // Executes every pool's pending copies, in order.
+  // Executes the pending copies, in order.
   void run_copies(KvCacheManager& kv) {
-    for (int p = 0; p < kv.num_pools(); ++p) {
-      for (const BlockCopy& c : kv.take_copies(p)) {
-        uint64_t* dev = &device_[static_cast<size_t>(p)][static_cast<size_t>(c.device_block * block_size_)];
-        uint64_t* host = &host_[static_cast<size_t>(p)][static_cast<size_t>(c.host_block * block_size_)];
-        if (c.direction == Dir::kToHost) {
-          std::copy(dev, dev + block_size_, host);
-          ++num_to_host;
-        } else {
-          std::copy(host, host + block_size_, dev);
-          ++num_to_device;
-        }
+    for (const BlockCopy& c : kv.take_copies()) {
+      uint64_t* dev = &device_[static_cast<size_t>(c.device_block * block_size_)];
+      uint64_t* host = &host_[static_cast<size_t>(c.host_block * block_size_)];
+      if (c.direction == Dir::kToHost) {
+        std::copy(dev, dev + block_size_, host);
+        ++num_to_host;
+      } else {
+        std::copy(host, host + block_size_, dev);
+        ++num_to_device;
       }
     }
   }
 
-  // Writes values[from .. to) at positions [from, to) of `seq` in every pool. Only blocks the sequence owns
+  // Writes values[from .. to) at positions [from, to) of `seq` in every group. Only blocks the sequence owns
   // alone may be written (shared blocks are read-only).
   testing::AssertionResult write(const KvCacheManager& kv, const SequenceKv& seq, int64_t from, int64_t to,
                                  const std::vector<uint64_t>& values) {
-    for (int p = 0; p < kv.num_pools(); ++p) {
+    for (int g = 0; g < kv.num_groups(); ++g) {
       for (int64_t pos = from; pos < to; ++pos) {
-        const auto& table = seq.block_tables[static_cast<size_t>(p)];
+        const auto& table = seq.block_tables[static_cast<size_t>(g)];
         const int64_t j = pos / block_size_;
         if (j >= static_cast<int64_t>(table.size()) || table[static_cast<size_t>(j)] == kNullBlock) {
-          return testing::AssertionFailure() << "pool " << p << ": position " << pos << " has no block to write";
+          return testing::AssertionFailure() << "group " << g << ": position " << pos << " has no block to write";
         }
         const int32_t b = table[static_cast<size_t>(j)];
-        if (kv.pool(p).refcount(b) != 1) {
-          return testing::AssertionFailure() << "pool " << p << ": position " << pos << " written into block " << b
-                                             << " with refcount " << kv.pool(p).refcount(b);
+        if (kv.pool().refcount(b) != 1 || kv.pool().group_of(b) != g) {
+          return testing::AssertionFailure() << "group " << g << ": position " << pos << " written into block " << b
+                                             << " with refcount " << kv.pool().refcount(b) << " of group "
+                                             << kv.pool().group_of(b);
         }
-        at(p, b, pos) = values[static_cast<size_t>(pos)];
+        at(b, pos) = values[static_cast<size_t>(pos)];
       }
     }
     return testing::AssertionSuccess();
   }
 
-  // Whether positions [from, to) of `seq` in pool p are in the table and hold values[from .. to).
-  testing::AssertionResult holds(const SequenceKv& seq, int p, int64_t from, int64_t to,
+  // Whether positions [from, to) of `seq` in group g are in the table and hold values[from .. to).
+  testing::AssertionResult holds(const SequenceKv& seq, int g, int64_t from, int64_t to,
                                  const std::vector<uint64_t>& values) {
-    const auto& table = seq.block_tables[static_cast<size_t>(p)];
+    const auto& table = seq.block_tables[static_cast<size_t>(g)];
     for (int64_t pos = from; pos < to; ++pos) {
       const int64_t j = pos / block_size_;
       if (j >= static_cast<int64_t>(table.size()) || table[static_cast<size_t>(j)] == kNullBlock) {
-        return testing::AssertionFailure() << "pool " << p << ": position " << pos << " is read but not held";
+        return testing::AssertionFailure() << "group " << g << ": position " << pos << " is read but not held";
       }
-      const uint64_t got = at(p, table[static_cast<size_t>(j)], pos);
+      const uint64_t got = at(table[static_cast<size_t>(j)], pos);
       if (got != values[static_cast<size_t>(pos)]) {
-        return testing::AssertionFailure() << "pool " << p << ": position " << pos << " (block "
+        return testing::AssertionFailure() << "group " << g << ": position " << pos << " (block "
                                            << table[static_cast<size_t>(j)] << ") holds " << got << ", expected "
                                            << values[static_cast<size_t>(pos)];
       }
@@ -158,13 +155,13 @@ class KvMemory {
   int64_t num_to_device = 0;
 
  private:
-  uint64_t& at(int p, int32_t block, int64_t pos) {
-    return device_[static_cast<size_t>(p)][static_cast<size_t>(block * block_size_ + pos % block_size_)];
+  uint64_t& at(int32_t block, int64_t pos) {
+    return device_[static_cast<size_t>(block * block_size_ + pos % block_size_)];
   }
 
   int64_t block_size_;
-  std::vector<std::vector<uint64_t>> device_;
-  std::vector<std::vector<uint64_t>> host_;
+  std::vector<uint64_t> device_;
+  std::vector<uint64_t> host_;
 };
 
 // One step the way the engine runs it: blocks for the chunk, copies, write the chunk's K/V, check every
@@ -176,10 +173,10 @@ inline testing::AssertionResult step(KvCacheManager& kv, KvMemory& mem, Sequence
   kv.append(seq, chunk);
   mem.run_copies(kv);
   if (auto r = mem.write(kv, seq, n, n + chunk, values); !r) return r;
-  for (int p = 0; p < kv.num_pools(); ++p) {
-    const int64_t w = kv.spec(p).window;
+  for (int g = 0; g < kv.num_groups(); ++g) {
+    const int64_t w = kv.window(g);
     const int64_t first_read = w == 0 ? 0 : std::max<int64_t>(0, n - w + 1);
-    if (auto r = mem.holds(seq, p, first_read, n + chunk, values); !r) return r << " (step at " << n << ")";
+    if (auto r = mem.holds(seq, g, first_read, n + chunk, values); !r) return r << " (step at " << n << ")";
   }
   kv.commit(seq, std::span<const int32_t>(all).subspan(static_cast<size_t>(n), static_cast<size_t>(chunk)));
   return testing::AssertionSuccess();

@@ -1,7 +1,7 @@
 // Helpers for the scheduler tests. FakeModel is a deterministic stand-in for the model that works through
 // the step's block tables the way kernels do: the K/V "computed" at position p is h_p = mix(h_{p-1}, token_p),
-// where h_{p-1} is read back from simulated pool memory, and the id sampled after position p hashes every
-// value p's attention reads (its window in each pool). reference_output runs the same function on one
+// where h_{p-1} is read back from the simulated arena, and the id sampled after position p hashes every
+// value p's attention reads (its window in each layer group). reference_output runs the same function on one
 // sequence alone, without any cache. So any mistake in what the scheduler computes, commits, reuses, copies
 // or recomputes after a preemption changes the ids, not only a count.
 #pragma once
@@ -29,10 +29,10 @@ inline uint64_t mix(uint64_t h, uint64_t v) {
 }
 inline constexpr uint64_t kSeedValue = 0x6b76636163686521ull;
 
-// The first position whose K/V a token at `pos` reads in a pool of `window` (0: global).
+// The first position whose K/V a token at `pos` reads in a group of `window` (0: global).
 inline int64_t first_read(int64_t window, int64_t pos) { return window == 0 ? 0 : std::max<int64_t>(0, pos - window + 1); }
 
-// The id sampled after the token at `pos`, from the values its attention reads in every pool.
+// The id sampled after the token at `pos`, from the values its attention reads in every group.
 inline int32_t pick(const std::vector<int64_t>& windows, int64_t pos, int32_t vocab, auto&& value_at) {
   uint64_t acc = kSeedValue;
   for (size_t p = 0; p < windows.size(); ++p) {
@@ -68,30 +68,37 @@ inline Reference reference_output(const RequestParams& params, const std::vector
 
 class FakeModel {
  public:
-  FakeModel(const KvCacheManager& kv, int32_t vocab) : block_size_(kv.block_size()), vocab_(vocab) {
-    for (int p = 0; p < kv.num_pools(); ++p) {
-      windows_.push_back(kv.spec(p).window);
-      device_.emplace_back(static_cast<size_t>(kv.spec(p).num_blocks * block_size_), 0);
-      host_.emplace_back(static_cast<size_t>(kv.spec(p).num_host_blocks * block_size_), 0);
-    }
+  FakeModel(const KvCacheManager& kv, int32_t vocab)
+      : block_size_(kv.block_size()),
+        vocab_(vocab),
+        device_(static_cast<size_t>(kv.pool().num_blocks() * block_size_), 0),
+        host_(static_cast<size_t>(kv.pool().num_host_blocks() * block_size_), 0) {
+    for (int g = 0; g < kv.num_groups(); ++g) windows_.push_back(kv.window(g));
   }
   const std::vector<int64_t>& windows() const { return windows_; }
 
   // Runs `step` (its copies, then its batch) and appends one id per sample row to `sampled`.
   testing::AssertionResult run(const KvCacheManager& kv, const ScheduledStep& step, std::vector<int32_t>& sampled) {
-    for (size_t p = 0; p < step.copies.size(); ++p) {
-      for (const BlockCopy& c : step.copies[p]) {
-        uint64_t* dev = &device_[p][static_cast<size_t>(c.device_block * block_size_)];
-        uint64_t* host = &host_[p][static_cast<size_t>(c.host_block * block_size_)];
-        if (c.direction == BlockCopy::Direction::kToHost) {
-          std::copy(dev, dev + block_size_, host);
-          ++num_to_host;
-        } else {
-          std::copy(host, host + block_size_, dev);
-          ++num_to_device;
-        }
+    run_copies(step);
+    return run_batch(kv, step, sampled);
+  }
+
+  // The step's block copies alone (a step whose forward then fails still ran them).
+  void run_copies(const ScheduledStep& step) {
+    for (const BlockCopy& c : step.copies) {
+      uint64_t* dev = &device_[static_cast<size_t>(c.device_block * block_size_)];
+      uint64_t* host = &host_[static_cast<size_t>(c.host_block * block_size_)];
+      if (c.direction == BlockCopy::Direction::kToHost) {
+        std::copy(dev, dev + block_size_, host);
+        ++num_to_host;
+      } else {
+        std::copy(host, host + block_size_, dev);
+        ++num_to_device;
       }
     }
+  }
+
+  testing::AssertionResult run_batch(const KvCacheManager& kv, const ScheduledStep& step, std::vector<int32_t>& sampled) {
     const ForwardBatch& batch = step.batch;
     size_t offset = 0;
     std::set<int32_t> logit_rows(batch.logit_indices.begin(), batch.logit_indices.end());
@@ -99,17 +106,17 @@ class FakeModel {
       for (int64_t t = 0; t < s.num_tokens; ++t) {
         const int64_t pos = s.start_pos + t;
         uint64_t prev = kSeedValue;
-        if (pos > 0) {  // h_{pos-1} from every pool that holds it; they must agree
+        if (pos > 0) {  // h_{pos-1} from every group that holds it; they must agree
           bool found = false;
           for (size_t p = 0; p < windows_.size(); ++p) {
             if (first_read(windows_[p], pos) > pos - 1) continue;
             uint64_t v = 0;
             if (auto r = read(s, p, pos - 1, v); !r) return r;
-            if (found && v != prev) return testing::AssertionFailure() << "pools disagree at position " << pos - 1;
+            if (found && v != prev) return testing::AssertionFailure() << "groups disagree at position " << pos - 1;
             prev = v;
             found = true;
           }
-          if (!found) return testing::AssertionFailure() << "no pool holds position " << pos - 1;
+          if (!found) return testing::AssertionFailure() << "no group holds position " << pos - 1;
         }
         const uint64_t h = mix(prev, static_cast<uint64_t>(batch.token_ids[offset + static_cast<size_t>(t)]));
         for (size_t p = 0; p < windows_.size(); ++p) {
@@ -139,7 +146,7 @@ class FakeModel {
     const std::span<const int32_t> table = s.block_tables[p];
     const auto j = static_cast<size_t>(pos / block_size_);
     if (j >= table.size() || table[j] == kNullBlock) {
-      return testing::AssertionFailure() << "pool " << p << ": position " << pos << " has no block";
+      return testing::AssertionFailure() << "group " << p << ": position " << pos << " has no block";
     }
     index = static_cast<size_t>(table[j] * block_size_ + pos % block_size_);
     return testing::AssertionSuccess();
@@ -147,25 +154,26 @@ class FakeModel {
   testing::AssertionResult read(const ForwardSequence& s, size_t p, int64_t pos, uint64_t& v) const {
     size_t i = 0;
     if (auto r = slot(s, p, pos, i); !r) return r;
-    v = device_[p][i];
+    v = device_[i];
     return testing::AssertionSuccess();
   }
   testing::AssertionResult write(const KvCacheManager& kv, const ForwardSequence& s, size_t p, int64_t pos, uint64_t v) {
     size_t i = 0;
     if (auto r = slot(s, p, pos, i); !r) return r;
     const int32_t block = s.block_tables[p][static_cast<size_t>(pos / block_size_)];
-    if (kv.pool(static_cast<int>(p)).refcount(block) != 1) {
-      return testing::AssertionFailure() << "pool " << p << ": position " << pos << " written into shared block " << block;
+    if (kv.pool().refcount(block) != 1 || kv.pool().group_of(block) != static_cast<int>(p)) {
+      return testing::AssertionFailure() << "group " << p << ": position " << pos << " written into shared block "
+                                         << block << " (or another group's)";
     }
-    device_[p][i] = v;
+    device_[i] = v;
     return testing::AssertionSuccess();
   }
 
   int64_t block_size_;
   int32_t vocab_;
   std::vector<int64_t> windows_;
-  std::vector<std::vector<uint64_t>> device_;  // [pool][block * B + offset]
-  std::vector<std::vector<uint64_t>> host_;    // [pool][slot * B + offset]
+  std::vector<uint64_t> device_;  // [block * B + offset] of the arena
+  std::vector<uint64_t> host_;    // [slot * B + offset]
 };
 
 // One engine-loop iteration with checks: schedule, budgets, invariants, `during` (the step in flight), run,

@@ -1,6 +1,7 @@
 // Scheduler, randomised: a few hundred requests arriving over time (random lengths on shared prefixes,
 // max_tokens, stop ids, min_tokens), aborts at random moments (waiting, running, with a step in flight),
-// pools small enough to force preemption, with and without a host tier, windows of different sizes. Every
+// an arena small enough to force preemption, steps that fail and are retracted (the device out of memory),
+// with and without a host tier, windows of different sizes. Every
 // request must finish with the ids and reason it gets alone (an aborted one with a prefix of them), KV
 // invariants hold after every step, admission is FCFS, and at the end no block is in use.
 #include <gtest/gtest.h>
@@ -26,10 +27,10 @@ struct StressConfig {
   std::string name;
   uint32_t seed;
   int64_t block_size;
-  std::vector<int64_t> windows;  // one pool per window (0: global)
+  std::vector<int64_t> windows;  // one layer group per window (0: global)
   bool host_tier;
   SchedulerOptions options;
-  int64_t pool_sequences;  // each pool holds this many longest sequences (preemption below max_num_seqs)
+  int64_t pool_sequences;  // the arena holds this many longest sequences (preemption below max_num_seqs)
 };
 
 std::ostream& operator<<(std::ostream& os, const StressConfig& c) { return os << c.name; }
@@ -45,13 +46,9 @@ TEST_P(SchedulerStress, EveryRequestFinishesWithItsOwnIds) {
 
   const int64_t b = cfg.block_size, max_len = kMaxPrompt + kMaxTokens;
   const int64_t chunk = std::min(cfg.options.max_prefill_chunk, cfg.options.max_num_batched_tokens);
-  std::vector<PoolSpec> specs;
-  for (int64_t w : cfg.windows) {
-    KvCacheManager probe(b, {{w, 1 << 20, 0}}, false);
-    const auto need = static_cast<int32_t>(probe.max_blocks_per_sequence(0, max_len, chunk) * cfg.pool_sequences);
-    specs.push_back(PoolSpec{w, need, cfg.host_tier ? need : 0});
-  }
-  KvCacheManager kv(b, specs, true);
+  const KvCacheManager probe(b, cfg.windows, KvArenaSpec{}, false);
+  const auto need = static_cast<int32_t>(probe.max_arena_blocks(max_len, chunk) * cfg.pool_sequences);
+  KvCacheManager kv(b, cfg.windows, KvArenaSpec{need, cfg.host_tier ? need : 0}, true);
   FakeModel model(kv, kVocab);
   SchedulerOptions options = cfg.options;
   options.max_model_len = max_len;
@@ -88,6 +85,19 @@ TEST_P(SchedulerStress, EveryRequestFinishesWithItsOwnIds) {
     ASSERT_LT(steps, 20000) << "no progress: " << sched.num_running() << " running, " << sched.num_waiting() << " waiting";
     for (int64_t n = uniform(0, 3); n > 0 && ids.size() < kNumRequests; --n) ids.push_back(sched.add(random_request()));
     if (!ids.empty() && uniform(0, 24) == 0) try_abort(ids[static_cast<size_t>(uniform(0, static_cast<int64_t>(ids.size()) - 1))]);
+    if (uniform(0, 19) == 0) {
+      // A step whose forward fails: its copies ran, then it is retracted; half the time the newest request
+      // is preempted as well (what the engine does when the device is out of memory).
+      ScheduledStep failed = sched.schedule();
+      if (!failed.empty() && uniform(0, 3) == 0) try_abort(failed.seqs.front().request_id);
+      model.run_copies(failed);
+      sched.retract(failed);
+      if (uniform(0, 1) == 0) sched.preempt_newest();
+      ASSERT_NO_THROW(kv.check_invariants(sched.live_sequences())) << "after a retracted step " << steps;
+      for (auto& r : sched.take_finished()) finished[r->id] = std::move(r);
+      ++steps;
+      continue;
+    }
     ScheduledStep step;
     ASSERT_TRUE(run_step(sched, kv, model, finished, &step, [&](const ScheduledStep& s) {
       if (!s.empty() && uniform(0, 24) == 0) try_abort(s.seqs[static_cast<size_t>(uniform(0, static_cast<int64_t>(s.seqs.size()) - 1))].request_id);
@@ -116,7 +126,7 @@ TEST_P(SchedulerStress, EveryRequestFinishesWithItsOwnIds) {
       EXPECT_EQ(out, ref.ids) << "request " << id;
     }
   }
-  for (int p = 0; p < kv.num_pools(); ++p) EXPECT_EQ(kv.pool(p).num_in_use(), 0) << "pool " << p;
+  EXPECT_EQ(kv.pool().num_in_use(), 0);
   EXPECT_GT(sched.num_preemptions(), 0);
   EXPECT_GT(cached_tokens, 0);
   EXPECT_FALSE(aborted.empty());
@@ -135,7 +145,9 @@ INSTANTIATE_TEST_SUITE_P(
                     StressConfig{"SlidingAndGlobalHostTier", 13, 4, {9, 0}, true, opts(48, 12, 16), 3},
                     StressConfig{"TwoWindowsAndGlobal", 14, 3, {5, 17, 0}, false, opts(32, 6, 7), 2},
                     StressConfig{"BlockLargerThanWindow", 15, 8, {5, 0}, true, opts(40, 10, 12), 2},
-                    StressConfig{"TightBudgets", 16, 2, {6, 0}, false, opts(9, 8, 5), 2}),
+                    StressConfig{"TightBudgets", 16, 2, {6, 0}, false, opts(9, 8, 5), 2},
+                    StressConfig{"SiblingGroupsHostTier", 17, 4, {9, 9, 9, 0}, true, opts(48, 12, 16), 3},
+                    StressConfig{"TwoGlobalGroups", 18, 3, {7, 7, 0, 0}, false, opts(32, 8, 8), 2}),
     [](const testing::TestParamInfo<StressConfig>& info) { return info.param.name; });
 
 }  // namespace

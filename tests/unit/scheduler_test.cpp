@@ -31,8 +31,10 @@ struct Bench {
   Scheduler sched;
   std::map<RequestId, std::unique_ptr<Request>> finished;
 
-  Bench(int64_t block_size, std::vector<PoolSpec> pools, SchedulerOptions options, bool prefix_caching = true)
-      : kv(block_size, std::move(pools), prefix_caching), model(kv, kVocab), sched(kv, options) {}
+  Bench(int64_t block_size, std::vector<int64_t> windows, int32_t num_blocks, SchedulerOptions options,
+        bool prefix_caching = true)
+      : kv(block_size, std::move(windows), KvArenaSpec{num_blocks, 0}, prefix_caching), model(kv, kVocab),
+        sched(kv, options) {}
 
   testing::AssertionResult step(ScheduledStep* out = nullptr) { return run_step(sched, kv, model, finished, out); }
   testing::AssertionResult run_all(int max_steps = 10000) {
@@ -55,12 +57,7 @@ struct Bench {
     }
     return testing::AssertionSuccess();
   }
-  bool pools_free() const {
-    for (int p = 0; p < kv.num_pools(); ++p) {
-      if (kv.pool(p).num_in_use() != 0) return false;
-    }
-    return true;
-  }
+  bool pools_free() const { return kv.pool().num_in_use() == 0; }
 };
 
 RequestParams req(Tokens prompt, int64_t max_tokens, int64_t min_tokens = 0, Tokens stop_ids = {}) {
@@ -74,7 +71,7 @@ SchedulerOptions options(int64_t tokens, int64_t seqs, int64_t chunk, int64_t ma
 // ---  admission
 
 TEST(Scheduler, RefusesRequestsThatCanNeverRun) {
-  Bench b(4, {{0, 8, 0}}, options(64, 4, 16, 40));
+  Bench b(4, {0}, 8, options(64, 4, 16, 40));
   EXPECT_THROW(b.sched.add(req(Tokens{}, 4)), Error);
   EXPECT_THROW(b.sched.add(req(tokens(10, 1), -1)), Error);
   try {
@@ -97,7 +94,7 @@ TEST(Scheduler, RefusesRequestsThatCanNeverRun) {
 }
 
 TEST(Scheduler, ZeroMaxTokensFinishesAtOnce) {
-  Bench b(4, {{0, 8, 0}}, options(64, 4, 16));
+  Bench b(4, {0}, 8, options(64, 4, 16));
   const RequestId id = b.sched.add(req(tokens(5, 1), 0));
   EXPECT_FALSE(b.sched.has_unfinished());
   auto done = b.sched.take_finished();
@@ -109,7 +106,7 @@ TEST(Scheduler, ZeroMaxTokensFinishesAtOnce) {
 // ---  chunks, budgets, order
 
 TEST(Scheduler, ChunkedPrefillSplitsALongPromptAndOnlyTheLastChunkSamples) {
-  Bench b(4, {{6, 40, 0}, {0, 40, 0}}, options(100, 4, 16));
+  Bench b(4, {6, 0}, 80, options(100, 4, 16));
   const RequestId id = b.sched.add(req(tokens(50, 3), 4));
   std::vector<int64_t> chunks;
   for (int i = 0; i < 4; ++i) {
@@ -138,7 +135,7 @@ TEST(Scheduler, ChunkedPrefillSplitsALongPromptAndOnlyTheLastChunkSamples) {
 }
 
 TEST(Scheduler, DecodesComeFirstThenPrefillFillsTheTokenBudget) {
-  Bench b(4, {{0, 64, 0}}, options(10, 4, 16));
+  Bench b(4, {0}, 64, options(10, 4, 16));
   const RequestId a = b.sched.add(req(tokens(8, 1), 20));
   const RequestId c = b.sched.add(req(tokens(6, 30), 20));
   ASSERT_TRUE(b.step());  // a: 8 tokens, c: the 2 left in the budget
@@ -159,7 +156,7 @@ TEST(Scheduler, DecodesComeFirstThenPrefillFillsTheTokenBudget) {
 }
 
 TEST(Scheduler, AdmitsInArrivalOrderWithinTheSequenceBudget) {
-  Bench b(4, {{0, 64, 0}}, options(64, 2, 16));
+  Bench b(4, {0}, 64, options(64, 2, 16));
   std::vector<RequestId> ids;
   for (int i = 0; i < 6; ++i) ids.push_back(b.sched.add(req(tokens(5 + 3 * i, 10 * i), 3 + (i % 3) * 4)));
   std::map<RequestId, int> first_step;
@@ -178,7 +175,7 @@ TEST(Scheduler, AdmitsInArrivalOrderWithinTheSequenceBudget) {
 // ---  prefix reuse
 
 TEST(Scheduler, PrefixReuseReducesTheTokensComputed) {
-  Bench b(4, {{7, 64, 0}, {0, 64, 0}}, options(64, 4, 16));
+  Bench b(4, {7, 0}, 128, options(64, 4, 16));
   const Tokens shared = tokens(40, 100);
   const RequestId first = b.sched.add(req(shared, 3));
   ASSERT_TRUE(b.run_all());
@@ -199,7 +196,7 @@ TEST(Scheduler, PrefixReuseReducesTheTokensComputed) {
 }
 
 TEST(Scheduler, SamplesOfAPromptWaitForItsLeaderAndReuseItsBlocks) {
-  Bench b(4, {{7, 64, 0}, {0, 64, 0}}, options(64, 8, 8));
+  Bench b(4, {7, 0}, 128, options(64, 8, 8));
   const Tokens prompt = tokens(30, 200);  // 4 chunks of 8
   const RequestId leader = b.sched.add(req(prompt, 5));
   RequestParams follower = req(prompt, 5);
@@ -233,8 +230,8 @@ TEST(Scheduler, SamplesOfAPromptWaitForItsLeaderAndReuseItsBlocks) {
 // ---  preemption
 
 // Runs the same requests on `pools`; returns the outputs by arrival index.
-std::vector<Tokens> run_batch(std::vector<PoolSpec> pools, int64_t* num_preemptions) {
-  Bench b(4, std::move(pools), options(48, 8, 16));
+std::vector<Tokens> run_batch(int32_t num_blocks, int64_t* num_preemptions) {
+  Bench b(4, {6, 0}, num_blocks, options(48, 8, 16));
   std::vector<RequestId> ids;
   for (int i = 0; i < 12; ++i) ids.push_back(b.sched.add(req(tokens(10 + 7 * (i % 4), 50 * i), 12 + 3 * (i % 5))));
   EXPECT_TRUE(b.run_all());
@@ -251,8 +248,8 @@ std::vector<Tokens> run_batch(std::vector<PoolSpec> pools, int64_t* num_preempti
 
 TEST(Scheduler, PreemptionAndRecomputeGiveTheIdsOfABigPool) {
   int64_t big_preemptions = 0, small_preemptions = 0;
-  const auto big = run_batch({{6, 400, 0}, {0, 400, 0}}, &big_preemptions);
-  const auto small = run_batch({{6, 40, 0}, {0, 20, 0}}, &small_preemptions);  // 20 blocks: 80 positions
+  const auto big = run_batch(800, &big_preemptions);
+  const auto small = run_batch(30, &small_preemptions);  // the longest request alone takes 14 + 6 blocks
   EXPECT_EQ(big_preemptions, 0);
   EXPECT_GT(small_preemptions, 0);
   EXPECT_EQ(big, small);
@@ -261,7 +258,7 @@ TEST(Scheduler, PreemptionAndRecomputeGiveTheIdsOfABigPool) {
 TEST(Scheduler, APreemptedRequestGoesBackAheadOfLaterArrivals) {
   // Two requests outgrow the pool (8 + 7 blocks of 9); the newer one is preempted when the older needs
   // blocks, and it is admitted again before a third, smaller one that arrived while it was running.
-  Bench b(4, {{0, 9, 0}}, options(64, 2, 16));
+  Bench b(4, {0}, 9, options(64, 2, 16));
   const RequestId a = b.sched.add(req(tokens(12, 1), 20));  // up to 31 positions: 8 blocks
   const RequestId c = b.sched.add(req(tokens(8, 40), 20));
   ASSERT_TRUE(b.step());
@@ -286,7 +283,7 @@ TEST(Scheduler, APreemptedRequestGoesBackAheadOfLaterArrivals) {
 // ---  finishing
 
 TEST(Scheduler, StopIdsEndGenerationAfterMinTokens) {
-  Bench b(4, {{0, 64, 0}}, options(64, 8, 16));
+  Bench b(4, {0}, 64, options(64, 8, 16));
   const Reference free_run = reference_output(req(tokens(9, 7), 12), b.model.windows(), kVocab);
   const int32_t stop = free_run.ids[3];
   const RequestId s0 = b.sched.add(req(tokens(9, 7), 12, 0, {stop}));
@@ -301,7 +298,7 @@ TEST(Scheduler, StopIdsEndGenerationAfterMinTokens) {
 }
 
 TEST(Scheduler, AbortWhileWaitingRunningOrInFlight) {
-  Bench b(4, {{5, 64, 0}, {0, 64, 0}}, options(64, 1, 16));
+  Bench b(4, {5, 0}, 128, options(64, 1, 16));
   const RequestId running = b.sched.add(req(tokens(20, 1), 30));
   const RequestId waiting = b.sched.add(req(tokens(20, 2), 30));
   const RequestId later = b.sched.add(req(tokens(20, 3), 30));
@@ -328,7 +325,7 @@ TEST(Scheduler, AbortWhileWaitingRunningOrInFlight) {
 }
 
 TEST(Scheduler, EngineFinishesARequestWithItsOwnReason) {
-  Bench b(4, {{0, 64, 0}}, options(64, 4, 16));
+  Bench b(4, {0}, 64, options(64, 4, 16));
   const RequestId id = b.sched.add(req(tokens(6, 1), 30));
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(b.step());
   EXPECT_TRUE(b.sched.finish(id, FinishReason::kStop));  // e.g. a stop string the engine found
