@@ -82,7 +82,7 @@ TEST(BenchMetrics, ComputesVllmFigures) {
   const BenchMetrics m = compute_metrics(records, 4.0, {50, 99});
   EXPECT_EQ(m.completed, 2);
   EXPECT_EQ(m.failed, 1);
-  EXPECT_EQ(m.finish_reasons, (std::map<std::string, int64_t>{{"length", 2}, {"none", 1}}));
+  EXPECT_EQ(m.finish_reason_counts, (std::map<std::string, int64_t>{{"length", 2}, {"none", 1}}));
   EXPECT_EQ(m.total_input_tokens, 20);
   EXPECT_EQ(m.total_output_tokens, 7);
   EXPECT_DOUBLE_EQ(m.request_throughput, 0.5);
@@ -103,7 +103,7 @@ TEST(BenchMetrics, ComputesVllmFigures) {
 
   const nlohmann::json j = metrics_json(m);
   EXPECT_EQ(j["completed"], 2);
-  EXPECT_EQ(j["finish_reasons"]["length"], 2);
+  EXPECT_EQ(j["finish_reason_counts"]["length"], 2);
   EXPECT_DOUBLE_EQ(j["mean_ttft_ms"].get<double>(), 750);
   for (const char* key : {"median_tpot_ms", "std_itl_ms", "p50_e2el_ms", "p99_ttft_ms", "p99_itl_ms"}) {
     EXPECT_TRUE(j.contains(key)) << key;
@@ -120,6 +120,14 @@ TEST(BenchMetrics, ComputesVllmFigures) {
   EXPECT_NE(report.find("Maximum request concurrency:             4\n"), std::string::npos) << report;
   EXPECT_EQ(report.find("Request rate configured"), std::string::npos) << report;
   EXPECT_NE(report.find("P99 ITL (ms):"), std::string::npos) << report;
+}
+
+TEST(BenchMetrics, AggregateAndPerRequestKeysDoNotCollide) {
+  // The result file merges both objects at its top level, so a shared key would lose one of them.
+  const std::vector<RequestRecord> records = {record(0, {1, 2}, 2, 2.5, true)};
+  const nlohmann::json aggregate = metrics_json(compute_metrics(records, 3.0, {99}));
+  const nlohmann::json per = per_request_json(records);
+  for (const auto& [key, value] : per.items()) EXPECT_FALSE(aggregate.contains(key)) << key;
 }
 
 TEST(BenchMetrics, PeakConcurrencyTreatsIntervalsAsHalfOpen) {

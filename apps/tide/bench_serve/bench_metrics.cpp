@@ -82,7 +82,7 @@ BenchMetrics compute_metrics(const std::vector<RequestRecord>& records, double d
   m.percentiles = percentiles;
   std::vector<double> ttfts, tpots, itls, e2els;
   for (const RequestRecord& r : records) {
-    ++m.finish_reasons[r.finish_reason.empty() ? "none" : r.finish_reason];
+    ++m.finish_reason_counts[r.finish_reason.empty() ? "none" : r.finish_reason];
     if (!r.success) {
       ++m.failed;
       continue;
@@ -115,7 +115,7 @@ json metrics_json(const BenchMetrics& m) {
   json out = {{"duration", m.duration_s},
               {"completed", m.completed},
               {"failed", m.failed},
-              {"finish_reasons", m.finish_reasons},
+              {"finish_reason_counts", m.finish_reason_counts},
               {"total_input_tokens", m.total_input_tokens},
               {"total_output_tokens", m.total_output_tokens},
               {"total_cached_tokens", m.total_cached_tokens ? json(*m.total_cached_tokens) : json(nullptr)},
@@ -164,7 +164,7 @@ std::string format_report(const BenchMetrics& m, int64_t max_concurrency, double
   add_line(out, "Successful requests:", fmt::format("{}", m.completed));
   add_line(out, "Failed requests:", fmt::format("{}", m.failed));
   std::string reasons;
-  for (const auto& [reason, count] : m.finish_reasons) reasons += fmt::format("{}{} {}", reasons.empty() ? "" : ", ", reason, count);
+  for (const auto& [reason, count] : m.finish_reason_counts) reasons += fmt::format("{}{} {}", reasons.empty() ? "" : ", ", reason, count);
   add_line(out, "Finish reasons:", reasons);
   if (max_concurrency > 0) add_line(out, "Maximum request concurrency:", fmt::format("{}", max_concurrency));
   if (!std::isinf(request_rate)) add_line(out, "Request rate configured (RPS):", fmt::format("{:.2f}", request_rate));

@@ -21,7 +21,7 @@ namespace tide::bench {
 struct BenchMetrics {
   int64_t completed = 0;
   int64_t failed = 0;
-  std::map<std::string, int64_t> finish_reasons;  // every request's; "none" when its stream gave none
+  std::map<std::string, int64_t> finish_reason_counts;  // every request's; "none" when its stream gave none
   double duration_s = 0;
   int64_t total_input_tokens = 0;     // successful requests
   int64_t total_output_tokens = 0;    // successful requests
