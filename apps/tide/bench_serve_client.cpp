@@ -2,6 +2,7 @@
 
 #include <httplib.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -143,7 +144,8 @@ void run_requests(const Endpoint& endpoint, const std::vector<std::string>& bodi
     lock.lock();
   };
   for (size_t i = 0; i < bodies.size(); ++i) {
-    std::this_thread::sleep_until(t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(arrivals[i])));
+    const auto arrival = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(arrivals[i]));
+    std::this_thread::sleep_until(t0 + arrival);
     std::unique_lock lock(mutex);
     changed.wait(lock, [&] { return max_concurrency <= 0 || in_flight < max_concurrency; });
     join_ended(lock);

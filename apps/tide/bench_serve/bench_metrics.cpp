@@ -164,7 +164,9 @@ std::string format_report(const BenchMetrics& m, int64_t max_concurrency, double
   add_line(out, "Successful requests:", fmt::format("{}", m.completed));
   add_line(out, "Failed requests:", fmt::format("{}", m.failed));
   std::string reasons;
-  for (const auto& [reason, count] : m.finish_reason_counts) reasons += fmt::format("{}{} {}", reasons.empty() ? "" : ", ", reason, count);
+  for (const auto& [reason, count] : m.finish_reason_counts) {
+    reasons += fmt::format("{}{} {}", reasons.empty() ? "" : ", ", reason, count);
+  }
   add_line(out, "Finish reasons:", reasons);
   if (max_concurrency > 0) add_line(out, "Maximum request concurrency:", fmt::format("{}", max_concurrency));
   if (!std::isinf(request_rate)) add_line(out, "Request rate configured (RPS):", fmt::format("{:.2f}", request_rate));
