@@ -1,4 +1,4 @@
-// The tide command-line program: generate, logits, tokenize, detokenize, serve.
+// The tide command-line program: generate, logits, tokenize, detokenize, serve, quantize, bench serve.
 // Outside scripts parse its JSON output, so flag names and JSON keys are kept stable.
 // Errors go to stderr with exit status 1 (2 for bad flags, from CLI11).
 #include <CLI/CLI.hpp>
@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   tide::cli::add_tokenize_commands(app);
   tide::cli::add_serve_command(app);
   tide::cli::add_quantize_command(app);
+  tide::cli::add_bench_command(app);
   // CLI11 reports an unknown command as "A subcommand is required"; name it instead.
   if (argc > 1 && argv[1][0] != '-') {
     std::string names;

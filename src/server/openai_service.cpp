@@ -100,7 +100,8 @@ json OpenAiService::models() const {
              {"owned_by", "tide"},
              {"root", model_root_},
              {"parent", nullptr},
-             {"max_model_len", engine_.max_model_len()}}}}};
+             {"max_model_len", engine_.max_model_len()},
+             {"vocab_size", engine_.config().vocab_size}}}}};
 }
 
 void OpenAiService::check_model(const std::optional<std::string>& model) const {

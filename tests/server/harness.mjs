@@ -10,7 +10,7 @@ const here = path.dirname(fileURLToPath(import.meta.url));
 export const repoRoot = path.resolve(here, '..', '..');
 export const modelDir = path.join(repoRoot, 'tests', 'fixtures', 'cohere2-tiny');
 export const golden = JSON.parse(fs.readFileSync(path.join(modelDir, 'golden.json'), 'utf8'));
-const binary = process.env.TIDE_BINARY || path.join(repoRoot, 'build', 'apps', 'tide', 'tide');
+export const binary = process.env.TIDE_BINARY || path.join(repoRoot, 'build', 'apps', 'tide', 'tide');
 
 export async function startServer(extraArgs = []) {
   const args = ['serve', modelDir, '--host', '127.0.0.1', '--port', '0', '--device', 'cpu', ...extraArgs];
