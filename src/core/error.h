@@ -15,6 +15,13 @@ class Error : public std::runtime_error {
   explicit Error(const std::string& message) : std::runtime_error(message) {}
 };
 
+// The device (or host) has no memory for an allocation right now. Thrown by backends whose memory can run out
+// while serving (the GPU's), so that the engine can run a smaller step instead of failing the requests.
+class OutOfMemoryError : public Error {
+ public:
+  explicit OutOfMemoryError(const std::string& message) : Error(message) {}
+};
+
 // Throws tide::Error with a fmt-formatted message.
 template <typename... Args>
 [[noreturn]] void fail(fmt::format_string<Args...> format, Args&&... args) {

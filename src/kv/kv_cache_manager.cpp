@@ -102,9 +102,9 @@ std::vector<BlockPool::GroupKeys> KvCacheManager::hit_keys(std::span<const Block
   return request;
 }
 
-int64_t KvCacheManager::admit(SequenceKv& seq, std::span<const int32_t> prompt) {
+int64_t KvCacheManager::admit(SequenceKv& seq, std::span<const int32_t> prompt, bool reuse_prefix) {
   TIDE_CHECK(seq.tokens.empty() && seq.block_tables.empty());
-  const int64_t reused = num_reusable_tokens(prompt);
+  const int64_t reused = reuse_prefix ? num_reusable_tokens(prompt) : 0;
   const int64_t num_hit_blocks = reused / block_size_;
   const std::vector<BlockKey> keys = prompt_keys(prompt, num_hit_blocks);
   const std::vector<BlockPool::GroupKeys> request = hit_keys(keys, num_hit_blocks);
@@ -143,8 +143,9 @@ int64_t KvCacheManager::num_appendable_tokens(const SequenceKv& seq, int64_t max
   return std::max<int64_t>(0, std::min(max_new_tokens, most));
 }
 
-int64_t KvCacheManager::num_admissible_tokens(std::span<const int32_t> prompt, int64_t max_new_tokens) const {
-  const int64_t reused = num_reusable_tokens(prompt);
+int64_t KvCacheManager::num_admissible_tokens(std::span<const int32_t> prompt, int64_t max_new_tokens,
+                                              bool reuse_prefix) const {
+  const int64_t reused = reuse_prefix ? num_reusable_tokens(prompt) : 0;
   const int64_t num_hit_blocks = reused / block_size_;
   const std::vector<BlockKey> keys = prompt_keys(prompt, num_hit_blocks);
   const int64_t free_after = pool_.num_free() - pool_.blocks_taken_by(hit_keys(keys, num_hit_blocks));

@@ -66,8 +66,8 @@ class KvCacheManager {
   // Starts a fresh `seq` on `prompt`: takes the reusable prefix (references on device blocks, copies back
   // from the host tier), fills the tables and counts lookups. Returns L = seq.num_cached_tokens; the caller
   // computes tokens L .. T-1. Throws tide::Error (changing nothing) when the arena has no free block for the
-  // copies back.
-  int64_t admit(SequenceKv& seq, std::span<const int32_t> prompt);
+  // copies back. `reuse_prefix` false: L = 0 (every position is computed, e.g. for its logits).
+  int64_t admit(SequenceKv& seq, std::span<const int32_t> prompt, bool reuse_prefix = true);
 
   // Whether the arena has the free blocks to give positions [n, n + num_new_tokens) memory in every group.
   // No mutation.
@@ -79,7 +79,7 @@ class KvCacheManager {
   // min(max_new_tokens, T - L), that admit(prompt) followed by append could give blocks now; 0 when admit
   // itself has no room (copies back from the host tier need free blocks). Lets a scheduler decide before
   // admitting, so a refused admission leaves no trace in the LRU order or the hit counts. No mutation.
-  int64_t num_admissible_tokens(std::span<const int32_t> prompt, int64_t max_new_tokens) const;
+  int64_t num_admissible_tokens(std::span<const int32_t> prompt, int64_t max_new_tokens, bool reuse_prefix = true) const;
   // Gives positions [n, n + num_new_tokens) blocks in every group (n = seq.num_computed()). Throws tide::Error,
   // changing nothing, when the arena does not have them (can_append).
   void append(SequenceKv& seq, int64_t num_new_tokens);

@@ -34,20 +34,6 @@ WeightLoadOptions weight_load_options(const EngineOptions& options) {
   return WeightLoadOptions{options.quantization == "fp8", options.load_progress};
 }
 
-// A sequence whose blocks go back to their pools when it goes out of scope, error or not.
-class ScopedSequence {
- public:
-  explicit ScopedSequence(KvCacheManager& kv) : kv_(kv) {}
-  ~ScopedSequence() { kv_.free(seq_); }
-  ScopedSequence(const ScopedSequence&) = delete;
-  ScopedSequence& operator=(const ScopedSequence&) = delete;
-  SequenceKv& get() { return seq_; }
-
- private:
-  KvCacheManager& kv_;
-  SequenceKv seq_;
-};
-
 }  // namespace
 
 KvCacheDtype kv_cache_dtype(const EngineOptions& options, const Cohere2Model& model) {
@@ -62,51 +48,56 @@ KvCacheDtype kv_cache_dtype(const EngineOptions& options, const Cohere2Model& mo
   return KvCacheDtype::kFp8;
 }
 
-EngineOptions resolve_kv_budget(EngineOptions options, const Cohere2Model& model) {
+EngineOptions resolve_engine_options(EngineOptions options, const Cohere2Model& model) {
   const int64_t model_max = model.config().max_position_embeddings;
   if (options.max_model_len < 0 || options.max_model_len > model_max) {
     fail("--max-model-len must be in [1, {}] (the model's maximum length; 0: that), got {}", model_max,
          options.max_model_len);
   }
   if (options.max_model_len == 0) options.max_model_len = model_max;
+  const std::optional<Backend::MemoryInfo> memory = model.backend().memory_info();
+  // A GPU step of 8192 tokens keeps the tensor cores busy and prefills a long prompt in few chunks; the CPU
+  // computes a step in proportion to its tokens, so smaller steps keep decodes of other requests flowing.
+  if (options.max_num_batched_tokens == 0) options.max_num_batched_tokens = memory ? 8192 : 2048;
+  if (options.max_prefill_chunk == 0) options.max_prefill_chunk = memory ? 8192 : 512;
+  if (options.max_prefill_chunk < 0) fail("prefill chunk must be positive, got {}", options.max_prefill_chunk);
+  if (options.max_num_batched_tokens < 0) {
+    fail("--max-num-batched-tokens must be positive, got {}", options.max_num_batched_tokens);
+  }
+  if (options.max_num_seqs <= 0) fail("--max-num-seqs must be positive, got {}", options.max_num_seqs);
   if (options.kv_cache_memory != 0) return options;
   if (!(options.gpu_memory_utilization > 0 && options.gpu_memory_utilization <= 1)) {
     fail("--gpu-memory-utilization must be in (0, 1], got {}", options.gpu_memory_utilization);
   }
-  const std::optional<Backend::MemoryInfo> memory = model.backend().memory_info();
   if (!memory) {
     options.kv_cache_memory = int64_t{256} << 20;
     return options;
   }
-  // What one step's activations may take at most: the hidden states, qkv and MLP intermediates (counted at
-  // 4 bytes) of its tokens (a batched step: max_num_batched_tokens; prompt_logits: a prefill chunk), the f32
-  // logits of one row per sequence (at least 256, a decode graph's batch), and 1 GiB for kernels' scratch
-  // and the library.
+  // What the largest step the scheduler forms may take beside the arena: its tokens' hidden states, qkv and
+  // MLP intermediates (counted at 4 bytes, generously: the forward pass's buffers and the attention's
+  // partials), the f32 logits of one row per sequence twice (the sample op's and the logprobs' copy) plus
+  // the decode graphs' [256, vocab], and 1 GiB for kernels' scratch, the decode graphs' buffers and the
+  // libraries. Freed activations are cached for reuse and given back before an allocation would fail.
   const ModelConfig& c = model.config();
   const int64_t step_tokens = std::max(options.max_prefill_chunk, options.max_num_batched_tokens);
-  const int64_t logit_rows = std::max<int64_t>(256, std::min(options.max_num_seqs, step_tokens));
+  const int64_t logit_rows = std::min(options.max_num_seqs, step_tokens);
   const int64_t reserve = (int64_t{1} << 30) +
                           step_tokens * (8 * c.hidden_size + c.qkv_size() + 3 * c.intermediate_size) * 4 +
-                          logit_rows * c.vocab_size * 4;
+                          (2 * logit_rows + 256) * c.vocab_size * 4;
   const int64_t used = memory->total - memory->free;  // the weights, mostly
   const auto allowed = static_cast<int64_t>(options.gpu_memory_utilization * static_cast<double>(memory->total));
   options.kv_cache_memory = allowed - used - reserve;
   if (options.kv_cache_memory <= 0) {
     fail("no GPU memory is left for the KV cache: {} of {} bytes are in use after loading the model, "
-         "--gpu-memory-utilization {} allows {}, and activations need about {}",
-         used, memory->total, options.gpu_memory_utilization, allowed, reserve);
+         "--gpu-memory-utilization {} allows {}, and steps of {} tokens need about {}",
+         used, memory->total, options.gpu_memory_utilization, allowed, step_tokens, reserve);
   }
   return options;
 }
 
 KvArenaSpec plan_kv_arena(const Cohere2Model& model, const EngineOptions& options) {
   if (options.block_size <= 0) fail("--block-size must be positive, got {}", options.block_size);
-  if (options.max_prefill_chunk <= 0) fail("prefill chunk must be positive, got {}", options.max_prefill_chunk);
   if (options.kv_cache_memory <= 0) fail("--kv-cache-memory must be positive, got {}", options.kv_cache_memory);
-  if (options.max_num_batched_tokens <= 0) {
-    fail("--max-num-batched-tokens must be positive, got {}", options.max_num_batched_tokens);
-  }
-  if (options.max_num_seqs <= 0) fail("--max-num-seqs must be positive, got {}", options.max_num_seqs);
   if (options.host_kv_cache_memory < 0) {
     fail("--host-kv-cache-memory must be >= 0, got {}", options.host_kv_cache_memory);
   }
@@ -122,18 +113,13 @@ KvArenaSpec plan_kv_arena(const Cohere2Model& model, const EngineOptions& option
 }
 
 Engine::Engine(const std::filesystem::path& model_dir, std::unique_ptr<Backend> backend, EngineOptions options)
-    : backend_(std::move(backend)),
-      model_(Cohere2Model::load(model_dir, *backend_, weight_load_options(options))),
+    : executor_(model_dir, std::move(backend), weight_load_options(options)),
       tokenizer_(Tokenizer::from_dir(model_dir)),
-      options_(resolve_kv_budget(options, model_)),
-      kv_manager_(options.block_size, model_.config().group_windows(), plan_kv_arena(model_, options_),
-                  options.enable_prefix_caching) {
-  model_.set_graphs_enabled(!options_.enforce_eager);
-  const KvCacheDtype kv_dtype = kv_cache_dtype(options_, model_);
-  const BlockPool& arena = kv_manager_.pool();
-  host_kv_storage_ = backend_->alloc_host(
-      DType::kU8, Shape{arena.num_host_blocks(), model_.kv_block_bytes(options_.block_size, kv_dtype)});
-  kv_storage_ = model_.allocate_kv(options_.block_size, arena.num_blocks(), kv_dtype);
+      options_(resolve_engine_options(options, executor_.model())),
+      arena_(plan_kv_arena(executor_.model(), options_)),
+      kv_manager_(make_kv_manager()) {
+  executor_.model().set_graphs_enabled(!options_.enforce_eager);
+  executor_.allocate_kv(options_.block_size, arena_, kv_cache_dtype(options_, executor_.model()));
 
   stop_ids_ = generation_config_eos(model_dir);
   for (int32_t id : config().eos_token_ids) stop_ids_.push_back(id);
@@ -142,6 +128,10 @@ Engine::Engine(const std::filesystem::path& model_dir, std::unique_ptr<Backend> 
   stop_ids_.erase(std::unique(stop_ids_.begin(), stop_ids_.end()), stop_ids_.end());
 
   start_loop();
+}
+
+KvCacheManager Engine::make_kv_manager() const {
+  return KvCacheManager(options_.block_size, config().group_windows(), arena_, options_.enable_prefix_caching);
 }
 
 void Engine::check_prompt(std::span<const int32_t> prompt, int64_t max_new_tokens) const {
@@ -156,33 +146,12 @@ void Engine::check_prompt(std::span<const int32_t> prompt, int64_t max_new_token
     fail("prompt ({} tokens) + max tokens ({}) exceeds the maximum length {} (--max-model-len)", prompt.size(), max_new_tokens,
          max_model_len());
   }
-  if (!kv_manager_.fits(total, options_.max_prefill_chunk)) {
-    fail("prompt ({} tokens) + max tokens ({}) does not fit in the KV cache; raise the KV cache memory",
-         prompt.size(), max_new_tokens);
-  }
-}
-
-void Engine::extend(SequenceKv& seq, std::span<const int32_t> tokens, const std::function<bool(size_t)>& want_logits,
-                    const std::function<void(const Tensor&)>& on_logits) {
-  for (size_t begin = 0; begin < tokens.size(); begin += static_cast<size_t>(options_.max_prefill_chunk)) {
-    const size_t end = std::min(tokens.size(), begin + static_cast<size_t>(options_.max_prefill_chunk));
-    const int64_t start_pos = seq.num_computed();
-    const auto chunk = tokens.subspan(begin, end - begin);
-    kv_manager_.append(seq, static_cast<int64_t>(chunk.size()));
-    run_block_copies();
-
-    ForwardBatch batch;
-    batch.token_ids.assign(tokens.begin() + static_cast<std::ptrdiff_t>(begin),
-                           tokens.begin() + static_cast<std::ptrdiff_t>(end));
-    ForwardSequence fs{start_pos, static_cast<int64_t>(end - begin), {}};
-    for (const std::vector<int32_t>& table : seq.block_tables) fs.block_tables.emplace_back(table);
-    batch.seqs.push_back(std::move(fs));
-    for (size_t i = begin; i < end; ++i) {
-      if (want_logits(i)) batch.logit_indices.push_back(static_cast<int32_t>(i - begin));
-    }
-    const Tensor logits = model_.forward(batch, kv_storage_);
-    kv_manager_.commit(seq, chunk);
-    on_logits(logits);
+  const int64_t chunk = std::min(options_.max_prefill_chunk, options_.max_num_batched_tokens);
+  if (!kv_manager_.fits(total, chunk)) {
+    fail("prompt ({} tokens) + max tokens ({}) needs {} KV blocks even when nothing else runs, but the KV cache "
+         "holds {} (--kv-cache-memory {} bytes)",
+         prompt.size(), max_new_tokens, kv_manager_.max_arena_blocks(total, chunk), arena_.num_blocks,
+         options_.kv_cache_memory);
   }
 }
 
@@ -293,48 +262,27 @@ std::vector<GenerateResult> Engine::generate_batch(std::span<const BatchRequest>
 
 std::vector<std::vector<float>> Engine::prompt_logits(std::span<const int32_t> prompt, bool all_positions) {
   check_prompt(prompt, 0);
-  std::lock_guard lock(step_mutex_);  // between the loop's steps; the sequence's blocks are back before it goes on
-  ScopedSequence seq(kv_manager_);
-  const auto vocab = static_cast<size_t>(config().vocab_size);
-  std::vector<std::vector<float>> out;
-  auto download_rows = [&](const Tensor& logits) {
-    std::vector<float> host(static_cast<size_t>(logits.numel()));
-    backend_->download(logits, host.data());
-    for (size_t r = 0; r < static_cast<size_t>(logits.dim(0)); ++r) {
-      out.emplace_back(host.begin() + static_cast<std::ptrdiff_t>(r * vocab),
-                       host.begin() + static_cast<std::ptrdiff_t>((r + 1) * vocab));
-    }
-  };
-  if (all_positions) {
-    extend(seq.get(), prompt, [](size_t) { return true; }, download_rows);
-  } else {
-    int64_t cached_tokens = 0;
-    download_rows(prefill(seq.get(), prompt, cached_tokens));
+  GenerateOptions options;
+  options.max_tokens = 0;
+  std::vector<NewRequest> one;
+  one.push_back(NewRequest{std::vector<int32_t>(prompt.begin(), prompt.end()), options, {},
+                           all_positions ? PromptLogits::kAll : PromptLogits::kLast});
+  const std::shared_ptr<RequestHandle> handle = std::move(submit_together(std::move(one)).front());
+  std::vector<std::vector<float>> rows;
+  while (std::optional<SampleDelta> d = handle->next()) {
+    for (std::vector<float>& row : d->prompt_logits) rows.push_back(std::move(row));
+    if (d->finish_reason == FinishReason::kError) fail("{}", d->error);
+    if (d->finish_reason == FinishReason::kAbort) fail("the engine stopped before the prompt was computed");
   }
-  return out;
-}
-
-Tensor Engine::prefill(SequenceKv& seq, std::span<const int32_t> prompt, int64_t& cached_tokens) {
-  cached_tokens = kv_manager_.admit(seq, prompt);
-  run_block_copies();  // copies back from the host tier land before the first step reads them
-  const auto rest = prompt.subspan(static_cast<size_t>(cached_tokens));
-  Tensor last;
-  extend(seq, rest, [&](size_t i) { return i == rest.size() - 1; }, [&](const Tensor& t) {
-    if (t.dim(0) > 0) last = t;
-  });
-  return last;
-}
-
-void Engine::run_block_copies() {
-  const std::vector<BlockCopy> copies = kv_manager_.take_copies();
-  if (!copies.empty()) backend_->copy_blocks(kv_storage_.front(), host_kv_storage_, copies);
+  TIDE_CHECK(rows.size() == (all_positions ? prompt.size() : 1));
+  return rows;
 }
 
 KvReport Engine::kv_report() const {
   std::lock_guard lock(step_mutex_);
   KvReport report;
   report.block_size = options_.block_size;
-  report.block_bytes = model_.kv_block_bytes(options_.block_size, kv_cache_dtype(options_, model_));
+  report.block_bytes = model().kv_block_bytes(options_.block_size, kv_cache_dtype(options_, model()));
   report.arena = kv_manager_.pool().stats();
   for (int g = 0; g < kv_manager_.num_groups(); ++g) {
     const LayerGroup& group = config().groups[static_cast<size_t>(g)];

@@ -1,8 +1,10 @@
-// Engine: a loaded model, its tokenizer, a backend and the paged KV cache, driven by a step loop on its own
-// thread. submit() (thread-safe) queues a request and returns its RequestHandle; the loop batches every live
-// request with continuous batching (sched/Scheduler: decode tokens and prefill chunks of different requests
-// share each forward step, preemption by recompute when the pools run out), samples, detokenizes, applies stop
-// ids and strings, and streams SampleDeltas to the handles. generate_batch() and generate() submit and wait.
+// Engine: the front door of tide's runtime. It loads a model onto a backend (ModelExecutor), its tokenizer and
+// the paged KV cache, checks requests, and drives a step loop on its own thread (engine_loop.cpp): submit()
+// (thread-safe) queues a request and returns its RequestHandle; the loop batches every live request with
+// continuous batching (sched/Scheduler: decode tokens and prefill chunks of different requests share each
+// forward step, preemption by recompute when the arena runs out), runs each step on the executor, and the
+// OutputProcessor samples' state turns the results into SampleDeltas for the handles. generate_batch(),
+// generate() and prompt_logits() submit and wait.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +22,7 @@
 #include "kv/kv_cache_manager.h"
 #include "model/cohere2.h"
 #include "runtime/generation.h"
+#include "runtime/model_executor.h"
 #include "runtime/sampling.h"
 #include "tokenizer/tokenizer.h"
 
@@ -27,15 +30,19 @@ namespace tide {
 
 struct EngineOptions {
   int64_t block_size = 16;                       // positions per KV block
-  // Bytes for all device KV pools together; 0: automatic (on a GPU, gpu_memory_utilization of its memory
-  // minus what is in use after loading the weights and a reserve for activations; on the CPU 256 MiB).
+  // Bytes of the device KV arena (every layer group's blocks); 0: automatic (on a GPU,
+  // gpu_memory_utilization of its memory minus what is in use after loading the weights and the activations
+  // of the largest step; on the CPU 256 MiB).
   int64_t kv_cache_memory = 0;
   double gpu_memory_utilization = 0.9;
-  int64_t host_kv_cache_memory = 0;              // bytes for all host-tier pools together (0: no host tier)
+  int64_t host_kv_cache_memory = 0;              // bytes of the host tier (0: no host tier)
   bool enable_prefix_caching = true;
-  int64_t max_prefill_chunk = 512;               // prompt tokens of one sequence per forward step
-  int64_t max_num_batched_tokens = 2048;         // tokens of one step, all sequences together (generate_batch)
-  int64_t max_num_seqs = 256;                    // requests running at once (generate_batch)
+  // Prompt tokens of one sequence per forward step and tokens of one step, all sequences together; 0:
+  // automatic, sized for the device (a GPU: 8192 and 8192, so that a long prompt prefills in large chunks;
+  // the CPU: 512 and 2048).
+  int64_t max_prefill_chunk = 0;
+  int64_t max_num_batched_tokens = 0;
+  int64_t max_num_seqs = 256;                    // requests running at once
   bool enforce_eager = false;                    // never replay recorded graphs of decode steps
   int64_t max_model_len = 0;                     // longest prompt + max_tokens; 0: the model's maximum
   std::string quantization;                      // "": as the checkpoint is; "fp8": linear layers to FP8 at load
@@ -83,9 +90,10 @@ struct KvReport {
 // The KV cache's element type `options` asks for. Throws tide::Error naming --kv-cache-dtype when it is not
 // auto or fp8, or when `model`'s backend has no FP8 KV cache for its head_dim.
 KvCacheDtype kv_cache_dtype(const EngineOptions& options, const Cohere2Model& model);
-// `options` with an automatic KV budget (kv_cache_memory 0) replaced by bytes for `model`'s backend, and
-// max_model_len 0 by the model's maximum length. Throws tide::Error when max_model_len is beyond it.
-EngineOptions resolve_kv_budget(EngineOptions options, const Cohere2Model& model);
+// `options` with the automatic values (0) resolved for `model`'s backend: the step sizes, the KV budget (the
+// bytes left beside the weights and the largest step), max_model_len (the model's maximum length). Throws
+// tide::Error naming the option when a value is out of range.
+EngineOptions resolve_engine_options(EngineOptions options, const Cohere2Model& model);
 // The KV arena (device blocks and host-tier slots, every group's block of one size) that `options`' byte
 // budgets buy for `model`. Throws tide::Error when a budget is invalid or buys no block.
 KvArenaSpec plan_kv_arena(const Cohere2Model& model, const EngineOptions& options);
@@ -100,9 +108,9 @@ class Engine {
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
-  const ModelConfig& config() const { return model_.config(); }
+  const ModelConfig& config() const { return executor_.model().config(); }
   const Tokenizer& tokenizer() const { return tokenizer_; }
-  const Cohere2Model& model() const { return model_; }
+  const Cohere2Model& model() const { return executor_.model(); }
   const EngineOptions& options() const { return options_; }
   // The KV cache; read it only while no request is live (the loop thread changes it).
   const KvCacheManager& kv_cache() const { return kv_manager_; }
@@ -118,7 +126,9 @@ class Engine {
   // Queues a request for the step loop and returns at once; thread-safe. Its deltas go to `on_delta` (called
   // on the loop thread) when given, else they queue in the handle. Throws tide::Error, queueing nothing, when
   // the request is invalid (empty prompt, ids outside the vocabulary, a parameter out of range) or can never
-  // run (prompt + max_tokens beyond the model's maximum length, or more KV blocks than the pools hold).
+  // run (prompt + max_tokens beyond the model's maximum length, or more KV blocks than the arena holds even
+  // when nothing else runs). Anything else is admitted when there is room: no request fails for lack of KV
+  // memory.
   std::shared_ptr<RequestHandle> submit(std::vector<int32_t> prompt, GenerateOptions options,
                                         DeltaCallback on_delta = {});
 
@@ -136,9 +146,9 @@ class Engine {
   std::vector<GenerateResult> generate_batch(std::span<const BatchRequest> requests,
                                              const BatchTokenCallback& on_token = {});
 
-  // Logits [positions][vocab] of `prompt`: every position, or only the last one. Computed through the same
-  // chunked, paged path as generation, between the loop's steps; only the last position may come from a
-  // reused prefix. Throws tide::Error when the KV cache has no room for the prompt (live requests hold it).
+  // Logits [positions][vocab] of `prompt`: every position, or only the last one. A request of the step loop
+  // like any other (scheduled, chunked and batched with the live ones); with all_positions nothing is taken
+  // from the prefix cache. Throws tide::Error for a prompt that can never run or when the request fails.
   std::vector<std::vector<float>> prompt_logits(std::span<const int32_t> prompt, bool all_positions);
 
  private:
@@ -153,33 +163,24 @@ class Engine {
     std::vector<int32_t> prompt;
     GenerateOptions options;
     DeltaCallback on_delta;
+    PromptLogits prompt_logits = PromptLogits::kNone;
   };
   std::vector<std::shared_ptr<RequestHandle>> submit_together(std::vector<NewRequest> requests);
-  // Runs `tokens` (positions seq.num_computed() ...) of one sequence through the model in chunks; calls
-  // `on_logits` with each chunk's logits ([rows selected by want_logits(index in tokens), V], backend memory).
-  void extend(SequenceKv& seq, std::span<const int32_t> tokens, const std::function<bool(size_t)>& want_logits,
-              const std::function<void(const Tensor&)>& on_logits);
-  // Starts `seq` on `prompt`, reusing the cached prefix (its length goes to `cached_tokens`) and computing
-  // the rest; returns the last position's logits ([1, V], backend memory).
-  Tensor prefill(SequenceKv& seq, std::span<const int32_t> prompt, int64_t& cached_tokens);
-  // Executes the block copies (evictions to the host tier, copies back) the KV manager asked for.
-  void run_block_copies();
+  // A KV cache manager over the arena the options bought (empty: no block in use, nothing cached).
+  KvCacheManager make_kv_manager() const;
   void check_prompt(std::span<const int32_t> prompt, int64_t max_new_tokens) const;
   void check_request(std::span<const int32_t> prompt, const GenerateOptions& options) const;
   void check_token_id(int32_t id, const char* what) const;
 
-  std::unique_ptr<Backend> backend_;
-  Cohere2Model model_;
+  ModelExecutor executor_;  // the backend, the model, the KV arena's memory
   Tokenizer tokenizer_;
   EngineOptions options_;
+  KvArenaSpec arena_;
   KvCacheManager kv_manager_;
-  std::vector<KvStorage> kv_storage_;  // one view of the arena per layer group
-  Tensor host_kv_storage_;             // the host tier: [host blocks, block bytes], host memory
   std::vector<int32_t> stop_ids_;
 
   EngineStats stats_;  // the loop's counters, under step_mutex_
-  // Held by the loop for each step and by prompt_logits / kv_report / stats: one user of the model and cache
-  // at once.
+  // Held by the loop for each step and by kv_report / stats: one user of the model and cache at once.
   mutable std::mutex step_mutex_;
   std::shared_ptr<Inbox> inbox_;  // submissions and cancels for the loop; handles keep it alive
   struct LoopDeleter {  // defined beside Loop (engine_loop.cpp), so this header needs no complete Loop

@@ -42,6 +42,8 @@ struct GenerateOptions {
   // seed + i (with a seed: reproducible); samples after the first wait for the first to compute the prompt and
   // reuse its blocks (prefix caching), so the prompt is computed once.
   int n = 1;
+  // Names the request in the engine's log (the server passes its response id); empty: the engine's number.
+  std::string request_id;
 };
 
 struct TokenLogprobs {
@@ -56,6 +58,8 @@ struct SampleDelta {
   std::vector<int32_t> ids;           // new token ids
   std::string text;                   // new text (stop strings left out; held back while it may begin one)
   std::vector<TokenLogprobs> logprobs;  // one per id of `ids` when logprobs >= 0
+  // Engine::prompt_logits only: the logits [vocab] of the prompt positions computed since the last delta.
+  std::vector<std::vector<float>> prompt_logits;
   FinishReason finish_reason = FinishReason::kNone;
   std::string error;                  // why, when finish_reason is kError
   // Set on the last delta:

@@ -35,6 +35,13 @@ enum class FinishReason : uint8_t {
 const char* to_string(FinishReason reason);
 const char* to_string(RequestStatus status);
 
+// Logits of prompt positions a request asks for besides its generated ids (Engine::prompt_logits).
+enum class PromptLogits : uint8_t {
+  kNone,
+  kLast,  // the last prompt position's
+  kAll,   // every prompt position's: no prefix is reused, every position is computed
+};
+
 struct RequestParams {
   std::vector<int32_t> prompt;    // token ids; not empty
   int64_t max_tokens = 16;        // ids to generate at most; 0 finishes at once with "length"
@@ -44,6 +51,8 @@ struct RequestParams {
   // has computed its prompt, so it reuses the prompt's blocks from the prefix cache instead of computing them
   // again. 0: none.
   uint64_t prompt_leader = 0;
+  // With max_tokens 0 the request computes its prompt (for these logits) and finishes with "length".
+  PromptLogits prompt_logits = PromptLogits::kNone;
 };
 
 struct Request {
@@ -58,6 +67,9 @@ struct Request {
   int64_t num_preemptions = 0;
   // A finish asked for while the request was part of a step in flight; applied by Scheduler::update.
   FinishReason pending_finish = FinishReason::kNone;
+  // Prompt positions below this had their logits in a step already (PromptLogits; a recompute after a
+  // preemption does not ask for them again).
+  int64_t prompt_logits_done = 0;
 
   Request(RequestId request_id, RequestParams request_params);
 

@@ -44,7 +44,7 @@ RequestId Scheduler::add(RequestParams params) {
   }
   const RequestId id = next_id_++;
   auto r = std::make_unique<Request>(id, std::move(params));
-  if (r->params.max_tokens == 0) {
+  if (r->params.max_tokens == 0 && r->params.prompt_logits == PromptLogits::kNone) {
     r->status = RequestStatus::kFinished;
     r->finish_reason = FinishReason::kLength;
     finished_.push_back(std::move(r));
@@ -124,7 +124,8 @@ ScheduledStep Scheduler::schedule() {
   for (const Planned& e : plan.entries) {
     const Request& r = *e.request;
     const int64_t start = r.num_computed_tokens();
-    step.seqs.push_back(ScheduledSequence{r.id, start, e.num_tokens, start + e.num_tokens == r.num_tokens()});
+    const bool samples = start + e.num_tokens == r.num_tokens() && r.params.max_tokens > 0;
+    step.seqs.push_back(ScheduledSequence{r.id, start, e.num_tokens, samples, r.num_prompt_tokens()});
     requests.push_back(&r);
   }
   build_forward_batch(step, requests);
@@ -177,7 +178,9 @@ void Scheduler::preempt_newest(Plan& plan) {
 }
 
 void Scheduler::admit_waiting(Plan& plan, int64_t chunk) {
-  while (!waiting_.empty() && plan.token_budget > 0 && static_cast<int64_t>(running_.size()) < options_.max_num_seqs) {
+  const int64_t max_running =
+      running_limit_ > 0 ? std::min(options_.max_num_seqs, running_limit_) : options_.max_num_seqs;
+  while (!waiting_.empty() && plan.token_budget > 0 && static_cast<int64_t>(running_.size()) < max_running) {
     Request& r = *waiting_.front();
     // Another sample of a prompt still being computed waits for it, ahead of later requests (FCFS): the
     // leader is older and running, so the wait ends within its prefill.
@@ -186,7 +189,8 @@ void Scheduler::admit_waiting(Plan& plan, int64_t chunk) {
       if (leader && leader->num_computed_tokens() < leader->num_prompt_tokens()) break;
     }
     // Decided before admit() so that a refusal leaves no trace (LRU order, hit counts).
-    const int64_t n = kv_.num_admissible_tokens(r.token_ids, std::min(chunk, plan.token_budget));
+    const bool reuse = r.params.prompt_logits != PromptLogits::kAll;
+    const int64_t n = kv_.num_admissible_tokens(r.token_ids, std::min(chunk, plan.token_budget), reuse);
     if (n == 0) {
       // Nobody overtakes the head of the queue (FCFS); running requests will finish and free blocks. With
       // none running, every block is free and it still does not fit: an error, not a hang.
@@ -196,7 +200,7 @@ void Scheduler::admit_waiting(Plan& plan, int64_t chunk) {
       continue;
     }
     waiting_.pop_front();
-    const int64_t reused = kv_.admit(r.kv, r.token_ids);
+    const int64_t reused = kv_.admit(r.kv, r.token_ids, reuse);
     TIDE_CHECK(n <= r.num_tokens() - reused);
     if (r.num_preemptions == 0) r.num_cached_tokens = reused;
     kv_.append(r.kv, n);
@@ -220,6 +224,11 @@ void Scheduler::update(const ScheduledStep& step, std::span<const int32_t> sampl
     Request& r = *requests_.at(s.request_id);  // requests of a step in flight never finish before this
     TIDE_CHECK(r.num_computed_tokens() == s.start_pos);
     kv_.commit(r.kv, std::span<const int32_t>(r.token_ids).subspan(static_cast<size_t>(s.start_pos), static_cast<size_t>(s.num_tokens)));
+    r.prompt_logits_done = std::max(r.prompt_logits_done, std::min(r.num_computed_tokens(), r.num_prompt_tokens()));
+    if (r.params.max_tokens == 0 && r.num_computed_tokens() >= r.num_prompt_tokens() &&
+        r.pending_finish == FinishReason::kNone) {
+      r.pending_finish = FinishReason::kLength;  // a prompt computed for its logits alone
+    }
     if (!s.samples) continue;
     const int32_t id = sampled_ids[row++];
     if (r.pending_finish != FinishReason::kNone) continue;  // cancelled during the step: the id is dropped

@@ -1,7 +1,7 @@
 // Scheduler: continuous (in-flight) batching over the window-aware KV cache. Each step takes the decode
 // token of every running request first, then prefill chunks of running and waiting requests in arrival
 // order (FCFS), within a token budget, a sequence budget and a per-sequence chunk limit. Admission counts
-// the reused prefix (cached tokens need no compute) and checks every pool before touching any. A chunk
+// the reused prefix (cached tokens need no compute) and checks the arena before touching it. A chunk
 // shrinks to the blocks that are free; when a running request cannot get a block for even one token, the
 // newest running request is preempted by recompute (blocks freed, back to the front of the queue), and a
 // step that preempted admits nobody.
@@ -53,7 +53,8 @@ class Scheduler {
 
   // Queues a request (status waiting) and returns its id (increasing in arrival order). Throws tide::Error,
   // queueing nothing, when it can never run: empty prompt, max_tokens < 0, prompt + max_tokens beyond
-  // max_model_len, or more blocks than the pools hold (!kv.fits). max_tokens 0 finishes at once ("length").
+  // max_model_len, or more blocks than the arena holds (!kv.fits). max_tokens 0 finishes at once ("length"),
+  // unless the request asks for prompt logits: then once its prompt is computed.
   RequestId add(RequestParams params);
   // Finishes request `id` with `reason` (abort, or stop found by the engine, e.g. a stop string; `error` says
   // why for kError); its blocks go back. While a step is in flight, a request in it finishes in update() or
@@ -62,7 +63,7 @@ class Scheduler {
   bool abort(RequestId id) { return finish(id, FinishReason::kAbort); }
 
   // Plans the next step: appends blocks for every scheduled token, admits waiting requests, preempts when
-  // pools run out, and takes the block copies. Each call must be followed by update() before the next.
+  // the arena runs out, and takes the block copies. Each call must be followed by update() before the next.
   ScheduledStep schedule();
   // Records that `step` ran: commits its tokens' K/V, appends sampled_ids[i] (row i, for
   // step.sample_ids[i]) to its request, and finishes requests that hit a stop id or max_tokens (or whose
@@ -75,10 +76,13 @@ class Scheduler {
   // Preempts the newest running request (blocks freed, recomputed later). Returns false when none runs. Not
   // while a step is in flight.
   bool preempt_newest();
-  // Caps the tokens of the steps schedule() plans (0: max_num_batched_tokens alone); the engine lowers it
-  // while the device has no memory for larger steps.
+  // Caps the tokens of the steps schedule() plans (0: max_num_batched_tokens alone) and the requests
+  // admission lets run (0: max_num_seqs alone); the engine lowers them while the device has no memory for
+  // larger steps. Requests already running beyond the cap stay (preempt_newest() removes them).
   void limit_step_tokens(int64_t max_tokens) { step_token_limit_ = max_tokens; }
+  void limit_running(int64_t max_running) { running_limit_ = max_running; }
   int64_t step_token_limit() const { return step_token_limit_; }
+  int64_t running_limit() const { return running_limit_; }
   // Requests finished since the last call (any reason), in the order they finished; the scheduler forgets
   // them.
   std::vector<std::unique_ptr<Request>> take_finished();
@@ -100,7 +104,7 @@ class Scheduler {
   struct Plan {
     std::vector<Planned> entries;
     int64_t token_budget = 0;
-    bool preempted = false;  // someone was preempted this step: the pools are full, admit nobody
+    bool preempted = false;  // someone was preempted this step: the arena is full, admit nobody
   };
 
   // Gives running request `r` blocks for up to `want` tokens (fewer when that is what fits), preempting
@@ -127,6 +131,7 @@ class Scheduler {
   bool in_flight_ = false;
   int64_t num_preemptions_ = 0;
   int64_t step_token_limit_ = 0;
+  int64_t running_limit_ = 0;
 };
 
 }  // namespace tide

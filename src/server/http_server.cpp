@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/log.h"
 #include "server/api_error.h"
 #include "server/openai_protocol.h"
 #include "server/openai_service.h"
@@ -303,6 +304,8 @@ void HttpServer::stop() {
 
 int HttpServer::run() {
   State& s = *state_;
+  // The engine's own log lines (failed steps, requests ended with an error) in the server's log format.
+  set_log_sink([](const std::string& line) { log_line(line); });
   declare_metrics(s.metrics);
   s.metrics.add_counter("tide_http_requests_total", "HTTP requests answered, by status.");
   const int num_threads = s.options.num_threads;
@@ -382,6 +385,7 @@ int HttpServer::run() {
   const bool failed = s.load_failed;
   s.service.reset();
   s.engine.reset();
+  set_log_sink({});
   if (!failed) log_line("stopped");
   return failed ? 1 : 0;
 }

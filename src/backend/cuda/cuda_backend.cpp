@@ -1,6 +1,7 @@
 #include "backend/cuda/cuda_backend.h"
 
 #include <algorithm>
+#include <map>
 #include <cstring>
 #include <vector>
 
@@ -13,41 +14,83 @@ namespace tide {
 // --- memory ---
 
 // Device memory is expensive to allocate (cudaMalloc synchronizes), and the forward pass allocates its
-// activations every step, so freed buffers are kept by size and handed out again.
+// activations every step, so freed buffers are kept and handed out again. Every step of a new batch mix
+// asks for new sizes, so a freed buffer serves any request up to its own size that it does not waste more than
+// half of (best fit), and sizes are rounded (512 B below 1 MiB, 2 MiB above) so that near sizes share buffers.
+// When cudaMalloc fails, the cached buffers that no graph records are given back to the driver and the
+// allocation tried once more; only then is the device out of memory (OutOfMemoryError).
 struct CudaBackend::Allocator {
+  // `spare`: the allocator whose cache goes back to the driver when an allocation fails (itself, for the eager
+  // allocator; the eager one for the graph pool, whose buffers recorded graphs keep using).
+  explicit Allocator(std::shared_ptr<Allocator> spare_cache = nullptr) : spare(std::move(spare_cache)) {}
+
   std::mutex mutex;
-  std::unordered_map<size_t, std::vector<void*>> free_by_size;
+  std::multimap<size_t, void*> free_by_size;
+  size_t cached_bytes = 0;
   bool closing = false;
+  std::shared_ptr<Allocator> spare;  // null: this allocator's own cache
 
-  static size_t round(size_t bytes) { return (std::max<size_t>(bytes, 1) + 511) / 512 * 512; }
+  static size_t round(size_t bytes) {
+    constexpr size_t kSmall = 512, kLarge = size_t{2} << 20;
+    bytes = std::max<size_t>(bytes, 1);
+    return bytes < (size_t{1} << 20) ? (bytes + kSmall - 1) / kSmall * kSmall : (bytes + kLarge - 1) / kLarge * kLarge;
+  }
 
-  void* take(size_t bytes) {
+  // A buffer of at least `bytes` (rounded); its size in `size` (what give_back takes).
+  void* take(size_t bytes, size_t& size) {
+    bytes = round(bytes);
     {
       std::lock_guard<std::mutex> lock(mutex);
-      auto& list = free_by_size[bytes];
-      if (!list.empty()) {
-        void* p = list.back();
-        list.pop_back();
+      const auto it = free_by_size.lower_bound(bytes);
+      if (it != free_by_size.end() && it->first <= 2 * bytes) {
+        size = it->first;
+        void* p = it->second;
+        free_by_size.erase(it);
+        cached_bytes -= size;
         return p;
       }
     }
+    size = bytes;
     void* p = nullptr;
-    TIDE_CUDA_CHECK(cudaMalloc(&p, bytes));
+    cudaError_t err = cudaMalloc(&p, bytes);
+    if (err == cudaErrorMemoryAllocation) {
+      cudaGetLastError();  // clears the error, which is not sticky
+      (spare ? spare.get() : this)->release_cached();
+      err = cudaMalloc(&p, bytes);
+    }
+    if (err == cudaErrorMemoryAllocation) {
+      cudaGetLastError();
+      size_t free = 0, total = 0;
+      cudaMemGetInfo(&free, &total);
+      throw OutOfMemoryError(fmt::format("the GPU is out of memory: {} bytes asked, {} of {} free", bytes, free, total));
+    }
+    TIDE_CUDA_CHECK(err);
     return p;
   }
 
-  void give_back(void* p, size_t bytes) {
+  void give_back(void* p, size_t size) {
     std::lock_guard<std::mutex> lock(mutex);
     if (closing) {
       cudaFree(p);
     } else {
-      free_by_size[bytes].push_back(p);
+      free_by_size.emplace(size, p);
+      cached_bytes += size;
     }
   }
 
+  // Returns every cached buffer to the driver. Work queued on any stream may still use them, so the device
+  // is synchronized first.
+  void release_cached() {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (free_by_size.empty()) return;
+    cudaDeviceSynchronize();
+    for (const auto& [size, p] : free_by_size) cudaFree(p);
+    free_by_size.clear();
+    cached_bytes = 0;
+  }
+
   ~Allocator() {
-    for (auto& [size, list] : free_by_size)
-      for (void* p : list) cudaFree(p);
+    for (const auto& [size, p] : free_by_size) cudaFree(p);
   }
 };
 
@@ -58,7 +101,7 @@ bool CudaBackend::available() {
 
 CudaBackend::CudaBackend(int device)
     : allocator_(std::make_shared<Allocator>()),
-      graph_allocator_(std::make_shared<Allocator>()),
+      graph_allocator_(std::make_shared<Allocator>(allocator_)),
       device_(device),
       fp8_small_max_tokens_(cuda::kFp8SmallMatmulMaxTokens) {
   int count = 0;
@@ -116,7 +159,7 @@ std::optional<Backend::MemoryInfo> CudaBackend::memory_info() const {
   size_t cached = 0;  // the graph pool's free buffers are not counted: graphs replay into them
   {
     std::lock_guard<std::mutex> lock(allocator_->mutex);
-    for (const auto& [size, list] : allocator_->free_by_size) cached += size * list.size();
+    cached = allocator_->cached_bytes;
   }
   return MemoryInfo{static_cast<int64_t>(free + cached), static_cast<int64_t>(total)};
 }
@@ -131,13 +174,13 @@ Tensor CudaBackend::alloc_scratch(DType dtype, Shape shape) {
   Tensor t;
   t.dtype = dtype;
   t.shape = shape;
-  const size_t bytes = Allocator::round(t.nbytes());
   if (stream_ != main_stream_) {
     fail("cuda backend: an op allocated memory on the side stream (see Backend::side_begin)");
   }
   std::shared_ptr<Allocator> owner = capturing_ ? graph_allocator_ : allocator_;
-  void* p = owner->take(bytes);
-  t.storage = std::shared_ptr<void>(p, [owner, bytes](void* q) { owner->give_back(q, bytes); });
+  size_t size = 0;
+  void* p = owner->take(t.nbytes(), size);
+  t.storage = std::shared_ptr<void>(p, [owner, size](void* q) { owner->give_back(q, size); });
   t.data = p;
   return t;
 }

@@ -1,0 +1,57 @@
+// ModelExecutor: runs the steps the scheduler plans on one backend. It owns the backend, the loaded model, the
+// KV arena's device storage and its host tier, and executes a ScheduledStep: the block copies, the model's
+// forward pass, the sample op (and logprobs) over the rows to sample, and the logits of prompt positions a
+// request asked for, copied to the host. No scheduling and no request state: what to sample with comes in
+// as a SamplingBatch.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "backend/backend.h"
+#include "kv/kv_cache_manager.h"
+#include "model/cohere2.h"
+#include "runtime/generation.h"
+#include "sched/scheduled_step.h"
+
+namespace tide {
+
+// What one step gives back.
+struct StepOutputs {
+  std::vector<int32_t> sampled;                   // [step.sample_ids.size()]
+  std::vector<TokenLogprobs> logprobs;            // [step.sample_ids.size()] when top logprobs were asked for
+  std::vector<std::vector<float>> prompt_logits;  // [step.prompt_rows.size()][vocab]
+};
+
+class ModelExecutor {
+ public:
+  // Loads DIR's model onto `backend`. Throws tide::Error.
+  ModelExecutor(const std::filesystem::path& model_dir, std::unique_ptr<Backend> backend,
+                const WeightLoadOptions& options);
+
+  Backend& backend() const { return *backend_; }
+  const Cohere2Model& model() const { return model_; }
+  Cohere2Model& model() { return model_; }
+
+  // Allocates the KV arena (device blocks) and its host tier (pinned slots of the same size).
+  void allocate_kv(int64_t block_size, const KvArenaSpec& arena, KvCacheDtype dtype);
+  // Runs block copies between the arena and its host tier, in order.
+  void copy_blocks(std::span<const BlockCopy> copies);
+  // Runs `step` (not empty; its copies ran before, copy_blocks): the forward pass, the sample op over its rows
+  // to sample with `sampling` (one row each, in order), logprobs with `top_logprobs` alternatives when >= 0,
+  // and copies the prompt rows' logits to the host. Throws OutOfMemoryError when the device has no memory for
+  // the step, tide::Error on other failures; the KV cache then holds nothing of the step that matters (its
+  // positions are computed again).
+  StepOutputs execute(const ScheduledStep& step, const SamplingBatch& sampling, int top_logprobs);
+
+ private:
+  std::unique_ptr<Backend> backend_;
+  Cohere2Model model_;
+  std::vector<KvStorage> kv_;  // one view of the arena per layer group
+  Tensor host_kv_;             // the host tier: [host blocks, block bytes], host memory
+};
+
+}  // namespace tide

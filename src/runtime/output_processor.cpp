@@ -1,0 +1,150 @@
+#include "runtime/output_processor.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "core/log.h"
+
+namespace tide {
+
+SampleDelta& Outbox::of(RequestId id, const std::shared_ptr<RequestHandle>& handle, int index) {
+  const auto [it, added] = index_.try_emplace(id, deltas_.size());
+  if (added) {
+    deltas_.emplace_back(handle, SampleDelta{});
+    deltas_.back().second.index = index;
+  }
+  return deltas_[it->second].second;
+}
+
+void Outbox::deliver() {
+  for (auto& [handle, delta] : deltas_) handle->deliver(std::move(delta));
+  deltas_.clear();
+  index_.clear();
+}
+
+void OutputProcessor::add(RequestId id, std::shared_ptr<Live> live, int index, uint64_t seed,
+                          std::span<const int32_t> prompt) {
+  const GenerateOptions& o = live->options;
+  Sample sample{live, index, seed, TokenHistory{},
+                TextStream(tokenizer_, o.stop, o.include_stop_str_in_output, o.skip_special_tokens)};
+  if (o.sampling.has_penalties()) sample.history.add_prompt(prompt);
+  for (const auto& [token, bias] : o.sampling.logit_bias) sample.history.set_bias(token, bias);
+  by_handle_[live->handle->id()].push_back(id);
+  samples_.emplace(id, std::move(sample));
+}
+
+std::vector<RequestId> OutputProcessor::requests_of(uint64_t handle_id) const {
+  const auto it = by_handle_.find(handle_id);
+  return it == by_handle_.end() ? std::vector<RequestId>{} : it->second;
+}
+
+std::vector<RequestId> OutputProcessor::requests() const {
+  std::vector<RequestId> ids;
+  for (const auto& [id, sample] : samples_) ids.push_back(id);
+  return ids;
+}
+
+SamplingBatch OutputProcessor::sampling_batch(const ScheduledStep& step, const Scheduler& scheduler,
+                                              int& top_logprobs) {
+  rows_.clear();
+  tokens_.clear();
+  token_starts_.assign(1, 0);
+  bool any_tokens = false;
+  top_logprobs = -1;
+  for (RequestId id : step.sample_ids) {
+    const Request& r = *scheduler.find(id);
+    const Sample& s = samples_.at(id);
+    const GenerateOptions& o = s.live->options;
+    rows_.push_back(o.sampling.row(s.seed, static_cast<uint64_t>(r.num_output_tokens())));
+    const bool ban_stops = r.num_output_tokens() < o.min_tokens && !r.params.stop_ids.empty();
+    if (ban_stops) {
+      s.history.append_with_banned(r.params.stop_ids, tokens_);
+    } else if (o.sampling.needs_token_list()) {
+      tokens_.insert(tokens_.end(), s.history.tokens().begin(), s.history.tokens().end());
+    }
+    any_tokens = any_tokens || ban_stops || o.sampling.needs_token_list();
+    token_starts_.push_back(static_cast<int32_t>(tokens_.size()));
+    top_logprobs = std::max(top_logprobs, o.logprobs);
+  }
+  SamplingBatch batch{rows_, {}, tokens_};
+  if (any_tokens) batch.history_starts = token_starts_;
+  return batch;
+}
+
+void OutputProcessor::on_step(const ScheduledStep& step, StepOutputs& outputs, Scheduler& scheduler,
+                              const std::vector<std::unique_ptr<Request>>& done, Outbox& out) {
+  std::unordered_map<RequestId, const Request*> done_by_id;
+  for (const std::unique_ptr<Request>& r : done) done_by_id.emplace(r->id, r.get());
+  auto request = [&](RequestId id) {
+    const Request* r = scheduler.find(id);
+    return r ? r : done_by_id.at(id);
+  };
+  for (size_t i = 0; i < step.prompt_rows.size(); ++i) {
+    const RequestId id = step.prompt_rows[i].request_id;
+    delta(id, samples_.at(id), out).prompt_logits.push_back(std::move(outputs.prompt_logits.at(i)));
+  }
+  for (size_t row = 0; row < step.sample_ids.size(); ++row) {
+    const RequestId id = step.sample_ids[row];
+    const Request* r = request(id);
+    Sample& s = samples_.at(id);
+    const GenerateOptions& o = s.live->options;
+    if (s.emitted == r->num_output_tokens()) continue;  // cancelled during the step: no new id
+    SampleDelta& d = delta(id, s, out);
+    const auto ids = r->output_ids();
+    for (; s.emitted < r->num_output_tokens(); ++s.emitted) {
+      const int32_t token = ids[static_cast<size_t>(s.emitted)];
+      if (o.sampling.has_penalties()) s.history.add_output(token);
+      d.ids.push_back(token);
+      if (o.logprobs >= 0) {
+        TokenLogprobs lp = outputs.logprobs.at(row);
+        lp.top.resize(static_cast<size_t>(o.logprobs));
+        d.logprobs.push_back(std::move(lp));
+      }
+      if (s.text.stopped()) continue;
+      try {
+        const TextStream::Piece piece = s.text.push(token, s.emitted + 1 >= o.min_tokens);
+        d.text += piece.text;
+        if (piece.stopped) scheduler.finish(id, FinishReason::kStop);  // no-op when it finished already
+      } catch (const Error& e) {
+        scheduler.finish(id, FinishReason::kError, fmt::format("token {} cannot be detokenized: {}", token, e.what()));
+      }
+    }
+  }
+}
+
+void OutputProcessor::on_finished(const std::vector<std::unique_ptr<Request>>& done, Outbox& out) {
+  for (const std::unique_ptr<Request>& r : done) {
+    const auto it = samples_.find(r->id);
+    TIDE_CHECK(it != samples_.end());
+    Sample& s = it->second;
+    SampleDelta& d = delta(r->id, s, out);
+    // A stop string that completed in the step where max_tokens was reached still ends with "stop".
+    d.finish_reason = s.text.stopped() ? FinishReason::kStop : r->finish_reason;
+    if (d.finish_reason == FinishReason::kError) {
+      if (d.error.empty()) d.error = r->error;
+      log_info("request {} (sample {}) ended with an error after {} tokens: {}", s.live->label, s.index,
+               r->num_output_tokens(), d.error);
+    }
+    d.text += s.text.finish();
+    d.num_output_tokens = r->num_output_tokens();
+    d.cached_tokens = r->num_cached_tokens;
+    d.num_preemptions = r->num_preemptions;
+    std::vector<RequestId>& of_handle = by_handle_.at(s.live->handle->id());
+    std::erase(of_handle, r->id);
+    if (of_handle.empty()) by_handle_.erase(s.live->handle->id());
+    samples_.erase(it);
+  }
+}
+
+void OutputProcessor::fail_all(const std::string& error, Outbox& out) {
+  if (!samples_.empty()) log_info("{} requests ended with an error: {}", samples_.size(), error);
+  for (auto& [id, s] : samples_) {
+    SampleDelta& d = delta(id, s, out);
+    d.finish_reason = FinishReason::kError;
+    d.error = error;
+  }
+  samples_.clear();
+  by_handle_.clear();
+}
+
+}  // namespace tide

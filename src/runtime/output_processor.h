@@ -1,0 +1,91 @@
+// OutputProcessor: the engine loop's per-sample state beside the scheduler's requests, and what turns a step's
+// results into SampleDeltas: the sample op's per-row inputs (parameters, seed and draw counter, the token
+// list of penalties, bias and banned stop ids), the penalties' history, incremental detokenization with stop
+// strings, logprobs and prompt logits, and the final delta of each finished sample. Used by the loop thread
+// only; deltas are collected in an Outbox and delivered once the step lock is released.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "runtime/generation.h"
+#include "runtime/model_executor.h"
+#include "runtime/sampling.h"
+#include "runtime/text_stream.h"
+#include "sched/scheduler.h"
+#include "tokenizer/tokenizer.h"
+
+namespace tide {
+
+// Deltas of one loop iteration, handed to the handles once the step lock is released.
+class Outbox {
+ public:
+  // The delta of request `id` (sample `index` of `handle`) this iteration, created empty on first use.
+  SampleDelta& of(RequestId id, const std::shared_ptr<RequestHandle>& handle, int index);
+  // A delta of a sample the scheduler never took (refused when added).
+  void push(const std::shared_ptr<RequestHandle>& handle, SampleDelta delta) { deltas_.emplace_back(handle, std::move(delta)); }
+  void deliver();
+
+ private:
+  std::vector<std::pair<std::shared_ptr<RequestHandle>, SampleDelta>> deltas_;
+  std::unordered_map<RequestId, size_t> index_;
+};
+
+class OutputProcessor {
+ public:
+  // A submitted request, shared by its samples.
+  struct Live {
+    std::shared_ptr<RequestHandle> handle;
+    GenerateOptions options;
+    std::string label;  // names the request in the log
+  };
+
+  explicit OutputProcessor(const Tokenizer& tokenizer) : tokenizer_(tokenizer) {}
+
+  // Starts following sample `index` of `live`, scheduler request `id`, on `prompt`, drawing from `seed`.
+  void add(RequestId id, std::shared_ptr<Live> live, int index, uint64_t seed, std::span<const int32_t> prompt);
+  // The scheduler requests of `handle_id`'s unfinished samples; of every unfinished sample.
+  std::vector<RequestId> requests_of(uint64_t handle_id) const;
+  std::vector<RequestId> requests() const;
+  size_t size() const { return samples_.size(); }
+
+  // The sample op's inputs for `step`'s rows to sample (views of buffers kept until the next call), and the
+  // most top logprobs any of them asked for (-1: none).
+  SamplingBatch sampling_batch(const ScheduledStep& step, const Scheduler& scheduler, int& top_logprobs);
+  // After Scheduler::update(step): the new ids of every sampled row (history, text, stop strings, logprobs)
+  // and the prompt rows' logits into `out`. A stop string finishes its request in `scheduler`.
+  // `done`: requests the update finished (the scheduler no longer finds them).
+  void on_step(const ScheduledStep& step, StepOutputs& outputs, Scheduler& scheduler,
+               const std::vector<std::unique_ptr<Request>>& done, Outbox& out);
+  // The final deltas of finished requests (text held back, finish reason, statistics); forgets them.
+  // Requests that ended with an error are logged.
+  void on_finished(const std::vector<std::unique_ptr<Request>>& done, Outbox& out);
+  // Ends every sample with "error" and `error`, logged once; forgets them all.
+  void fail_all(const std::string& error, Outbox& out);
+
+ private:
+  // One sample = one scheduler request.
+  struct Sample {
+    std::shared_ptr<Live> live;
+    int index = 0;
+    uint64_t seed = 0;     // draw k of the sample uses (seed, k), whatever else a batch holds
+    TokenHistory history;  // for the penalties and logit_bias
+    TextStream text;
+    int64_t emitted = 0;   // output ids already in a delta
+  };
+  SampleDelta& delta(RequestId id, const Sample& s, Outbox& out) { return out.of(id, s.live->handle, s.index); }
+
+  const Tokenizer& tokenizer_;
+  std::unordered_map<RequestId, Sample> samples_;
+  std::unordered_map<uint64_t, std::vector<RequestId>> by_handle_;  // live samples of each handle
+  // The sample op's inputs, reused across steps.
+  std::vector<SamplingRow> rows_;
+  std::vector<int32_t> token_starts_;
+  std::vector<HistoryToken> tokens_;
+};
+
+}  // namespace tide
