@@ -223,6 +223,9 @@ std::unique_ptr<GenerationRun> OpenAiService::start(GenerationJob job) {
   auto run = std::make_unique<GenerationRun>(std::move(job), engine_, metrics_);
   const GenerationJob& j = run->job();
   for (size_t p = 0; p < j.prompts.size(); ++p) {
+    GenerateOptions options = j.options;
+    // Names the request in the engine's log as the client sees it.
+    options.request_id = j.prompts.size() == 1 ? j.id : fmt::format("{} prompt {}", j.id, p);
     std::weak_ptr<GenerationRun::Queue> queue = run->queue_;
     DeltaCallback on_delta = [queue, p](SampleDelta&& delta) {
       const std::shared_ptr<GenerationRun::Queue> q = queue.lock();
@@ -232,8 +235,9 @@ std::unique_ptr<GenerationRun> OpenAiService::start(GenerationJob job) {
       q->ready.notify_one();
     };
     try {
-      run->handles_.push_back(engine_.submit(j.prompts[p], j.options, std::move(on_delta)));
+      run->handles_.push_back(engine_.submit(j.prompts[p], std::move(options), std::move(on_delta)));
     } catch (const Error& e) {
+      run->refused_ = true;  // not a finished request: nothing to count
       bad_request(j.chat ? "messages" : "prompt", e.what());  // ~GenerationRun cancels the ones submitted
     }
   }
@@ -251,6 +255,7 @@ GenerationRun::GenerationRun(GenerationJob job, const Engine& engine, MetricsReg
 GenerationRun::~GenerationRun() {
   if (finished()) return;
   cancel();
+  if (refused_) return;
   // The client went away (or the server is stopping): the samples end with "abort" after this run is gone.
   for (const Choice& c : choices_) {
     if (c.finish_reason.empty()) metrics_.increment("tide_request_success_total", 1, {{"finished_reason", "abort"}});
@@ -425,7 +430,13 @@ bool GenerationRun::stream(SseWriter& writer, const std::function<bool()>& shoul
     if (!has_content && c.started) continue;
     const bool first = !c.started;
     c.started = true;
-    if (!writer.send(chunk_json(idx, e->delta, first))) {
+    bool ok = writer.send(chunk_json(idx, e->delta, first));
+    // A sample that failed: the reason as an error event (OpenAI's error object), before [DONE].
+    if (ok && e->delta.finish_reason == FinishReason::kError) {
+      ok = writer.send(error_json(ApiError(500, "generation failed (choice " + std::to_string(idx) + "): " + c.error,
+                                           "", "internal_error")));
+    }
+    if (!ok) {
       cancel();
       return false;
     }

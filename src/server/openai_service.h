@@ -135,6 +135,7 @@ class GenerationRun {
   std::vector<int64_t> cached_tokens_;  // per prompt
   int num_finished_ = 0;
   bool first_token_seen_ = false;
+  bool refused_ = false;  // the engine refused a prompt at submission (a 400, not a finished request)
 };
 
 }  // namespace tide::server
