@@ -31,10 +31,11 @@ struct LayerWeights {
 };
 
 struct WeightLoadOptions {
-  // Quantize the linear layers of a BF16 / F16 / F32 checkpoint to FP8 at load (rowwise, core/fp8.h);
-  // embedding, lm_head and norms stay as they are.
+  // Quantize the linear layers of a BF16 / F16 / F32 checkpoint to FP8 at load (rowwise, core/fp8.h: on the
+  // backend, Backend::quantize_fp8, from the checkpoint's own values); embedding, lm_head and norms stay as
+  // they are.
   bool quantize_fp8 = false;
-  // Called after each tensor is uploaded with the checkpoint bytes read so far and in all (progress display).
+  // Called after each layer is uploaded with the checkpoint bytes read so far and in all (progress display).
   std::function<void(int64_t done, int64_t total)> progress;
 };
 
