@@ -45,6 +45,12 @@ void print_json(const nlohmann::json& j) {
   std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
 }
 
+void note_stand_in_tokenizer(const Tokenizer& tokenizer, const std::string& model) {
+  if (!tokenizer.is_stand_in()) return;
+  std::cerr << "tide: " << model << " has no tokenizer files: using a stand-in tokenizer of " << tokenizer.vocab_size()
+            << " ids (ids 0-255 are bytes, id N >= 256 is the text \"<tok_N>\")" << std::endl;
+}
+
 void add_engine_flags(CLI::App* cmd, EngineFlags& flags) {
   EngineOptions& o = flags.options;
   cmd->add_option("--device", flags.device, "Where to run: cpu, cuda, or auto (cuda when a GPU is present)")
