@@ -200,6 +200,50 @@ Cohere2Weights Cohere2Weights::load(const ModelConfig& c, const Checkpoint& ckpt
   return w;
 }
 
+Cohere2Weights Cohere2Weights::dummy(const ModelConfig& c, Backend& backend, const WeightLoadOptions& options) {
+  const bool fp8 = options.quantize_fp8 || c.quantization == "fp8";
+  if (fp8 && !backend.supports_fp8()) fail("the {} backend does not run FP8 models yet", backend.name());
+  const int64_t h = c.hidden_size;
+  uint64_t seed = 0x64756d6d79;  // "dummy"; one more per tensor
+  auto random = [&](Shape shape, float center, float amplitude) {
+    Tensor t = backend.alloc(backend.weight_dtype(), shape);
+    backend.fill_uniform(t, center, amplitude, seed++);
+    return t;
+  };
+  auto linear = [&](int64_t rows, int64_t cols) {
+    Tensor w = random(Shape{rows, cols}, 0.0f, kDummyWeightScale);
+    return fp8 ? quantized(backend, w) : Linear{w, Tensor{}};
+  };
+
+  // Progress in the bytes of a bf16 checkpoint: the embedding (and lm_head), then each layer.
+  const int64_t embed_bytes = 2 * (c.vocab_size * h * (c.tie_word_embeddings ? 1 : 2) + h);
+  const int64_t layer_bytes =
+      2 * (h + (c.qkv_size() + 2 * c.intermediate_size) * h + h * c.q_size() + h * c.intermediate_size);
+  const int64_t total = embed_bytes + c.num_layers * layer_bytes;
+  int64_t done = 0;
+  auto advance = [&](int64_t bytes) {
+    done += bytes;
+    if (options.progress) options.progress(done, total);
+  };
+
+  Cohere2Weights w;
+  w.embed = random(Shape{c.vocab_size, h}, 0.0f, kDummyWeightScale);
+  w.lm_head = c.tie_word_embeddings ? w.embed : random(Shape{c.vocab_size, h}, 0.0f, kDummyWeightScale);
+  w.final_norm = random(Shape{h}, 1.0f, 0.0f);
+  advance(embed_bytes);
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    LayerWeights l;
+    l.input_norm = random(Shape{h}, 1.0f, 0.0f);
+    l.qkv = linear(c.qkv_size(), h);
+    l.o = linear(h, c.q_size());
+    l.gate_up = linear(2 * c.intermediate_size, h);
+    l.down = linear(h, c.intermediate_size);
+    w.layers.push_back(std::move(l));
+    advance(layer_bytes);
+  }
+  return w;
+}
+
 bool Cohere2Weights::has_fp8() const {
   for (const LayerWeights& l : layers) {
     if (l.qkv.fp8() || l.o.fp8() || l.gate_up.fp8() || l.down.fp8()) return true;
