@@ -1,6 +1,6 @@
 // Backend::fill_uniform on the GPU: a grid-stride loop, each thread making 8 consecutive elements per step with
 // uniform_fill.h's arithmetic (the CPU reference's values) and writing them with one 16-byte store (bf16) or two
-// (f32), so filling a model's weights is bound by the memory's write bandwidth: R7B's 16 GB in milliseconds.
+// (f32), so filling a model's weights is bound by the memory's write bandwidth.
 #include <algorithm>
 
 #include "backend/cuda/kernels.h"
