@@ -45,7 +45,7 @@ PagedBatch paged_batch(CudaBackend& backend, int64_t num_seqs, int64_t start, in
   pb.kv = KvStorage{backend.alloc(fp8 ? DType::kF8E4M3 : DType::kBF16, Shape{blocks, 1, 2 * kBlockSize, kKvSize}), 1,
                     kBlockSize};
   if (fp8) pb.kv.scales = backend.alloc(DType::kF32, Shape{blocks, 1, 2 * kShape.num_heads_kv, kBlockSize});
-  fill_kv(pb.kv, backend.stream());
+  fill_kv(backend, pb.kv);
   pb.batch = AttentionBatch{backend.upload(positions.data(), DType::kI32, Shape{num_tokens}),
                             backend.upload(starts.data(), DType::kI32, Shape{num_seqs + 1}),
                             backend.upload(tables.data(), DType::kI32, Shape{num_seqs, blocks_per_seq}),
@@ -73,7 +73,7 @@ void prefill_attention(CudaBackend& backend, const BenchOptions& options, Report
   const int64_t num_tokens = 8192;
   PagedBatch pb = paged_batch(backend, 1, 0, num_tokens, options.fp8_kv);
   const Tensor qkv = backend.alloc(DType::kBF16, Shape{num_tokens, kQkvSize});
-  fill_random(qkv, 0.0f, 1.0f, backend.stream());
+  fill_random(backend, qkv, 0.0f, 1.0f);
   backend.store_kv(pb.kv, 0, qkv, pb.batch.slot_mapping, kShape);  // the batch's own keys, as in a forward
   Tensor out = backend.alloc(DType::kBF16, Shape{num_tokens, kShape.num_heads * kShape.head_dim});
   const int runs = options.timed_runs(5, 2);
@@ -98,7 +98,7 @@ void decode_attention(CudaBackend& backend, const BenchOptions& options, int64_t
   // Token at position C attends keys 0 .. C.
   PagedBatch pb = paged_batch(backend, num_seqs, context, 1, options.fp8_kv);
   const Tensor qkv = backend.alloc(DType::kBF16, Shape{num_seqs, kQkvSize});
-  fill_random(qkv, 0.0f, 1.0f, backend.stream());
+  fill_random(backend, qkv, 0.0f, 1.0f);
   backend.store_kv(pb.kv, 0, qkv, pb.batch.slot_mapping, kShape);
   Tensor out = backend.alloc(DType::kBF16, Shape{num_seqs, kShape.num_heads * kShape.head_dim});
   const int runs = options.timed_runs(20, 5);

@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "backend/cuda/cuda_check.h"
-#include "bench/fill.h"
 
 namespace tide::bench {
 
@@ -36,14 +35,14 @@ double median(std::vector<double> values) {
   return values.size() % 2 == 1 ? values[mid] : 0.5 * (values[mid - 1] + values[mid]);
 }
 
-void fill_random(const Tensor& t, float center, float amplitude, cudaStream_t stream) {
+void fill_random(Backend& backend, const Tensor& t, float center, float amplitude) {
   static uint64_t next_seed = 0x5eed;
-  if (t.dtype != DType::kBF16) fail("fill_random: tensor must be BF16, got {}", dtype_name(t.dtype));
-  TIDE_CUDA_CHECK(launch_fill_uniform_bf16(t.data, t.numel(), center, amplitude, next_seed++, stream));
+  backend.fill_uniform(t, center, amplitude, next_seed++);
 }
 
-void fill_kv(const KvStorage& kv, cudaStream_t stream) {
-  if (!kv.fp8()) return fill_random(kv.data, 0.0f, 1.0f, stream);
+void fill_kv(CudaBackend& backend, const KvStorage& kv) {
+  if (!kv.fp8()) return fill_random(backend, kv.data, 0.0f, 1.0f);
+  const cudaStream_t stream = backend.stream();
   TIDE_CUDA_CHECK(cudaMemsetAsync(kv.data.data, 0x38, kv.data.nbytes(), stream));
   TIDE_CUDA_CHECK(cudaMemsetAsync(kv.scales.data, 0x3C, kv.scales.nbytes(), stream));
 }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cuda/cuda_backend.h"
 #include "core/tensor.h"
 
 namespace tide::bench {
@@ -35,12 +36,12 @@ class EventTimer {
 
 double median(std::vector<double> values);
 
-// Fills a BF16 device tensor with uniform values in [center - amplitude, center + amplitude], each call
-// with a fresh seed. Queued on `stream`.
-void fill_random(const Tensor& t, float center, float amplitude, cudaStream_t stream);
+// Fills a device tensor (BF16 or F32) with uniform values in [center - amplitude, center + amplitude)
+// (Backend::fill_uniform, made on the GPU), each call with a fresh seed. Queued on the backend's stream.
+void fill_random(Backend& backend, const Tensor& t, float center, float amplitude);
 // A KV cache's storage with finite keys and values: bf16 uniform in [-1, 1], or FP8 codes 0x38 (1.0) with
 // scales of bytes 0x3C (0.0115) (attention's timing does not depend on the values).
-void fill_kv(const KvStorage& kv, cudaStream_t stream);
+void fill_kv(CudaBackend& backend, const KvStorage& kv);
 
 // Free device memory now (cudaMemGetInfo).
 int64_t free_device_bytes();

@@ -34,7 +34,7 @@ double copy_bandwidth(CudaBackend& backend, const BenchOptions& options, Report&
   const int64_t bytes = 2 * kGiB;
   const Tensor src = backend.alloc(DType::kBF16, Shape{bytes / 2});
   const Tensor dst = backend.alloc(DType::kBF16, Shape{bytes / 2});
-  fill_random(src, 0.0f, 1.0f, backend.stream());
+  fill_random(backend, src, 0.0f, 1.0f);
   const int runs = options.timed_runs(20, 5);
   const double ms = time_median_ms(backend.stream(), runs, [&] {
     TIDE_CUDA_CHECK(cudaMemcpyAsync(dst.data, src.data, static_cast<size_t>(bytes), cudaMemcpyDeviceToDevice,
@@ -54,8 +54,8 @@ double gemm_throughput(CudaBackend& backend, const BenchOptions& options, Report
   const Tensor x = backend.alloc(DType::kBF16, Shape{n, n});
   const Tensor w = backend.alloc(DType::kBF16, Shape{n, n});
   const Tensor out = backend.alloc(DType::kBF16, Shape{n, n});
-  fill_random(x, 0.0f, 1.0f, backend.stream());
-  fill_random(w, 0.0f, 1.0f / 90.0f, backend.stream());  // ~1/sqrt(n): outputs of unit scale
+  fill_random(backend, x, 0.0f, 1.0f);
+  fill_random(backend, w, 0.0f, 1.0f / 90.0f);  // ~1/sqrt(n): outputs of unit scale
   const int runs = options.timed_runs(20, 5);
   const double ms = time_median_ms(backend.stream(), runs, [&] { backend.matmul(out, x, w, 1.0f); });
   const double flops = 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n);
@@ -73,8 +73,8 @@ double read_bandwidth(CudaBackend& backend, const BenchOptions& options, Report&
   const Tensor w = backend.alloc(DType::kBF16, Shape{rows, cols});
   const Tensor x = backend.alloc(DType::kBF16, Shape{1, cols});
   const Tensor out = backend.alloc(DType::kF32, Shape{1, rows});
-  fill_random(w, 0.0f, 0.02f, backend.stream());
-  fill_random(x, 0.0f, 1.0f, backend.stream());
+  fill_random(backend, w, 0.0f, 0.02f);
+  fill_random(backend, x, 0.0f, 1.0f);
   const int runs = options.timed_runs(20, 5);
   const double ms = time_median_ms(backend.stream(), runs, [&] { backend.matmul(out, x, w, 1.0f); });
   const double rate = 2.0 * static_cast<double>(rows * cols) / (ms * 1e-3);
@@ -90,8 +90,8 @@ double fp8_gemm_throughput(CudaBackend& backend, const BenchOptions& options, Re
   const int64_t n = 8192;
   const Tensor x = backend.alloc(DType::kBF16, Shape{n, n});
   const Tensor w = backend.alloc(DType::kBF16, Shape{n, n});
-  fill_random(x, 0.0f, 1.0f, backend.stream());
-  fill_random(w, 0.0f, 1.0f / 90.0f, backend.stream());
+  fill_random(backend, x, 0.0f, 1.0f);
+  fill_random(backend, w, 0.0f, 1.0f / 90.0f);
   const Tensor x8 = backend.alloc(DType::kF8E4M3, Shape{n, n}), xs = backend.alloc(DType::kF32, Shape{n});
   const Tensor w8 = backend.alloc(DType::kF8E4M3, Shape{n, n}), ws = backend.alloc(DType::kF32, Shape{n});
   backend.quantize_fp8(x8, xs, x);

@@ -101,7 +101,7 @@ void decode_point(const BenchModel& m, const BenchOptions& options, int64_t num_
   for (int64_t s = 0; s < num_seqs; ++s) fake_prefill(c, manager, seqs[static_cast<size_t>(s)], s, context, kFillChunk);
   std::vector<KvStorage> kv = model.allocate_kv(kBlockSize, arena.num_blocks,
                                                 options.fp8_kv ? KvCacheDtype::kFp8 : KvCacheDtype::kAuto);
-  for (const KvStorage& storage : kv) fill_kv(storage, backend->stream());
+  for (const KvStorage& storage : kv) fill_kv(*backend, storage);
   TIDE_CUDA_CHECK(cudaStreamSynchronize(backend->stream()));
 
   EventTimer timer(backend->stream());

@@ -36,7 +36,7 @@ void linear_point(const BenchModel& m, CudaBackend& backend, const BenchOptions&
   row.fp8 = fp8;
 
   const Tensor x = backend.alloc(DType::kBF16, Shape{num_tokens, k});
-  fill_random(x, 0.0f, 1.0f, backend.stream());
+  fill_random(backend, x, 0.0f, 1.0f);
   const Tensor x8 = backend.alloc(DType::kF8E4M3, Shape{num_tokens, k});
   const Tensor xs = backend.alloc(DType::kF32, Shape{num_tokens});
   if (fp8) backend.quantize_fp8(x8, xs, x);

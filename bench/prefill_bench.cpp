@@ -107,7 +107,7 @@ void linear_point(const BenchModel& m, CudaBackend& backend, const BenchOptions&
   Tensor out = backend.alloc(DType::kBF16, Shape{num_tokens, c.hidden_size});
   Tensor gate_up = backend.alloc(DType::kBF16, Shape{num_tokens, 2 * c.intermediate_size});
   Tensor act = backend.alloc(DType::kBF16, Shape{num_tokens, c.intermediate_size});
-  for (const Tensor* t : {&x, &attn, &act}) fill_random(*t, 0.0f, 1.0f, backend.stream());
+  for (const Tensor* t : {&x, &attn, &act}) fill_random(backend, *t, 0.0f, 1.0f);
   // FP8 inputs: codes and per-token scales of x, attn and act.
   struct Quantized {
     Tensor codes, scales;

@@ -92,7 +92,7 @@ Cohere2Weights synthetic_weights(const ModelConfig& c, CudaBackend& backend, boo
   const cudaStream_t stream = backend.stream();
   auto linear = [&](int64_t rows, int64_t fan_in) {
     Tensor t = backend.alloc(DType::kBF16, Shape{rows, fan_in});
-    fill_random(t, 0.0f, 1.0f / std::sqrt(static_cast<float>(fan_in)), stream);
+    fill_random(backend, t, 0.0f, 1.0f / std::sqrt(static_cast<float>(fan_in)));
     if (!fp8) return Linear{t, Tensor{}};
     Linear l{backend.alloc(DType::kF8E4M3, Shape{rows, fan_in}), backend.alloc(DType::kF32, Shape{rows})};
     backend.quantize_fp8(l.weight, l.scale, t);  // per-token quantization of rows = rowwise weight scales
@@ -100,19 +100,19 @@ Cohere2Weights synthetic_weights(const ModelConfig& c, CudaBackend& backend, boo
   };
   auto norm = [&]() {
     Tensor t = backend.alloc(DType::kBF16, Shape{c.hidden_size});
-    fill_random(t, 1.0f, 0.1f, stream);
+    fill_random(backend, t, 1.0f, 0.1f);
     return t;
   };
 
   Cohere2Weights w;
   // Scaled up from 1/sqrt(H) so that the embedding rows are not negligible next to the layers' outputs.
   w.embed = backend.alloc(DType::kBF16, Shape{c.vocab_size, c.hidden_size});
-  fill_random(w.embed, 0.0f, 4.0f / std::sqrt(static_cast<float>(c.hidden_size)), stream);
+  fill_random(backend, w.embed, 0.0f, 4.0f / std::sqrt(static_cast<float>(c.hidden_size)));
   if (c.tie_word_embeddings) {
     w.lm_head = w.embed;
   } else {
     w.lm_head = backend.alloc(DType::kBF16, Shape{c.vocab_size, c.hidden_size});
-    fill_random(w.lm_head, 0.0f, 1.0f / std::sqrt(static_cast<float>(c.hidden_size)), stream);
+    fill_random(backend, w.lm_head, 0.0f, 1.0f / std::sqrt(static_cast<float>(c.hidden_size)));
   }
   w.final_norm = norm();
   for (int64_t i = 0; i < c.num_layers; ++i) {

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -87,5 +88,34 @@ class TempDir {
  private:
   std::filesystem::path path_;
 };
+
+// A copy of model folder `from` in `to` (config.json, and the tokenizer files when present) whose
+// model.safetensors holds every tensor of `from`'s model.safetensors as `dtype` (F32 or F16, converted from
+// the stored values; F16 rounds to nearest even): checkpoints of other float dtypes than the fixtures' bf16.
+inline void write_model_as(const std::filesystem::path& from, const std::filesystem::path& to, DType dtype) {
+  std::filesystem::create_directories(to);
+  for (const char* name : {"config.json", "tokenizer.json", "tokenizer_config.json", "generation_config.json"}) {
+    if (std::filesystem::exists(from / name)) std::filesystem::copy_file(from / name, to / name);
+  }
+  const SafetensorsFile file = SafetensorsFile::open(from / "model.safetensors");
+  std::vector<std::vector<unsigned char>> storage;
+  std::vector<TensorToWrite> tensors;
+  for (const TensorInfo& t : file.tensors()) {
+    const auto n = static_cast<size_t>(t.numel());
+    std::vector<float> f32(n);
+    convert_to_f32(t.data, t.dtype, f32.data(), n);
+    std::vector<unsigned char>& bytes = storage.emplace_back(n * dtype_size(dtype));
+    for (size_t i = 0; i < n; ++i) {
+      if (dtype == DType::kF32) {
+        std::memcpy(bytes.data() + 4 * i, &f32[i], 4);
+      } else {
+        const uint16_t h = f32_to_f16(f32[i]);
+        std::memcpy(bytes.data() + 2 * i, &h, 2);
+      }
+    }
+    tensors.push_back({t.name, dtype, t.shape, bytes.data(), bytes.size()});
+  }
+  write_safetensors(to / "model.safetensors", tensors);
+}
 
 }  // namespace tide::test

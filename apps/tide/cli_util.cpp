@@ -45,6 +45,12 @@ void print_json(const nlohmann::json& j) {
   std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
 }
 
+void note_stand_in_tokenizer(const Tokenizer& tokenizer, const std::string& model) {
+  if (!tokenizer.is_stand_in()) return;
+  std::cerr << "tide: " << model << " has no tokenizer files: using a stand-in tokenizer of " << tokenizer.vocab_size()
+            << " ids (ids 0-255 are bytes, id N >= 256 is the text \"<tok_N>\")" << std::endl;
+}
+
 void add_engine_flags(CLI::App* cmd, EngineFlags& flags) {
   EngineOptions& o = flags.options;
   cmd->add_option("--device", flags.device, "Where to run: cpu, cuda, or auto (cuda when a GPU is present)")
@@ -73,6 +79,11 @@ void add_engine_flags(CLI::App* cmd, EngineFlags& flags) {
                   "fp8: quantize the linear layers to FP8 E4M3 at load (one scale per weight row, activations per "
                   "token); FP8 checkpoints are read as FP8 without it")
       ->check(CLI::IsMember({"fp8"}));
+  cmd->add_option("--load-format", o.load_format,
+                  "auto: the folder's safetensors checkpoint; dummy: random weights made on the device from "
+                  "config.json alone (no checkpoint read), to serve or benchmark a model's shape; with "
+                  "--quantization fp8 they are quantized like real weights")
+      ->check(CLI::IsMember({"auto", "dummy"}));
   cmd->add_option("--kv-cache-dtype", o.kv_cache_dtype,
                   "auto: the KV cache in the activation dtype; fp8 (fp8_e4m3): E4M3 codes with one scale per "
                   "head's key or value vector, about half the bytes (CUDA: head_dim 64, 128 or 256)")

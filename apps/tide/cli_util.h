@@ -31,5 +31,8 @@ void add_engine_flags(CLI::App* cmd, EngineFlags& flags);
 EngineOptions engine_options(const EngineFlags& flags);
 // Prints `j` on one line; invalid UTF-8 inside strings is replaced, never an exception.
 void print_json(const nlohmann::json& j);
+// Tells stderr when `tokenizer` is the stand-in of a folder without tokenizer files (Tokenizer::stand_in), whose
+// text is not the model's; does nothing otherwise.
+void note_stand_in_tokenizer(const Tokenizer& tokenizer, const std::string& model);
 
 }  // namespace tide::cli

@@ -142,6 +142,7 @@ void run_generate(const GenerateArgs& args, const CLI::App& cmd) {
   if (cmd.count("--seed") > 0) gen.sampling.seed = args.seed;
 
   Engine engine(args.model, make_backend(args.engine.device), engine_options(args.engine));
+  note_stand_in_tokenizer(engine.tokenizer(), args.model);
 
   if (args.concurrent) {
     // Every prompt submitted at once; results printed in the file's order when all have finished ("kv" is

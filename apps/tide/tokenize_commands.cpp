@@ -20,6 +20,7 @@ void add_tokenize_commands(CLI::App& app) {
   tok->add_flag("--no-special", args->no_special, "Do not add special tokens (BOS)");
   tok->callback([args] {
     const Tokenizer tokenizer = Tokenizer::from_dir(args->model);
+    note_stand_in_tokenizer(tokenizer, args->model);
     print_json({{"ids", tokenizer.encode(args->text, !args->no_special)}});
   });
 
@@ -29,6 +30,7 @@ void add_tokenize_commands(CLI::App& app) {
   detok->add_flag("--skip-special", args->skip_special, "Leave special tokens out of the text");
   detok->callback([args] {
     const Tokenizer tokenizer = Tokenizer::from_dir(args->model);
+    note_stand_in_tokenizer(tokenizer, args->model);
     print_json({{"text", tokenizer.decode(parse_ids(args->ids, "--ids"), args->skip_special)}});
   });
 }

@@ -13,6 +13,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 
 #include "backend/sampling_math.h"
 #include "core/error.h"
@@ -135,10 +136,21 @@ class Backend {
   // memory on a GPU).
   virtual Tensor alloc_host(DType dtype, Shape shape) = 0;
   // Copies `host` (elements of `host_dtype`, possibly unaligned) into a new backend tensor of `dtype`,
-  // converting between float types (F32, F16, BF16 -> F32 or BF16); integer data keeps its dtype.
-  virtual Tensor upload_as(const void* host, DType host_dtype, Shape shape, DType dtype) = 0;
+  // converting between float types (F32, F16, BF16 -> F32 or BF16); integer data keeps its dtype. `host` may
+  // be reused as soon as the call returns. The default: alloc(), then upload_into_as().
+  virtual Tensor upload_as(const void* host, DType host_dtype, Shape shape, DType dtype) {
+    Tensor t = alloc(dtype, std::move(shape));
+    upload_into_as(t, host, host_dtype);
+    return t;
+  }
   // The same without conversion.
   Tensor upload(const void* host, DType dtype, Shape shape) { return upload_as(host, dtype, shape, dtype); }
+  // Copies t.numel() elements of `host_dtype` from `host` (possibly unaligned) into the existing backend
+  // tensor `t` (a whole tensor or a slice_rows() view), converting as upload_as() does, queued after the ops
+  // before it. `host` may be reused as soon as the call returns. How weights reach a device: the CUDA backend
+  // copies through pinned staging buffers without waiting for the transfer (only for a staging buffer's
+  // previous transfer, when it needs the buffer again).
+  virtual void upload_into_as(Tensor t, const void* host, DType host_dtype) = 0;
   // Copies t.nbytes() bytes from `host` into the existing backend tensor `t`, queued after the ops before
   // it and before those after it; `host` may be reused as soon as the call returns. Never synchronizes the
   // device, so it may feed a graph's inputs between replays.
@@ -190,7 +202,9 @@ class Backend {
   virtual void matmul(Tensor out, const Tensor& x, const Tensor& w, float alpha) = 0;
   // --- FP8 E4M3 (core/fp8.h: scale = amax / 448, q = e4m3(x / scale), round to nearest even, saturating) ---
   // Per-token quantization: scales[t] = scale_for_amax(max_k |x[t][k]|), out8[t][k] = quantize(x[t][k],
-  // scales[t]). x: [T, K] (activation dtype), out8: [T, K] F8E4M3, scales: [T] F32.
+  // scales[t]). x: [T, K] (activation dtype, or F32), out8: [T, K] F8E4M3, scales: [T] F32; rows of any
+  // length. Also the rowwise quantization of a weight [N, K] at load (one scale per output row): the same
+  // codes and scales as fp8::quantize_row on the f32 values of each row, on every backend.
   virtual void quantize_fp8(Tensor out8, Tensor scales, const Tensor& x) {
     (void)out8, (void)scales, (void)x;
     unsupported("quantize_fp8");
@@ -223,6 +237,13 @@ class Backend {
     (void)out, (void)x8, (void)x_scales, (void)w8, (void)w_scales, (void)alpha;
     unsupported("matmul_fp8");
   }
+
+  // --- random values ---
+  // t[i] = uniform_fill::value(seed, i, center, amplitude), rounded to t's dtype (F32, or the backend's weight
+  // dtype): uniform in [center - amplitude, center + amplitude), the same values on every backend before the
+  // rounding (uniform_fill.h); amplitude 0 fills with center exactly. Made where t lives (no host copy): the
+  // weights of `--load-format dummy` and of the benchmark's synthetic model.
+  virtual void fill_uniform(Tensor t, float center, float amplitude, uint64_t seed) = 0;
 
   // Interleaved (GPT-J) rotary embedding, in place, on heads [0, num_rope_heads) of each qkv row: the pair
   // (x[2j], x[2j+1]) of a token at position p turns by angle = f32(p) * inv_freq[j], computed in f32.

@@ -27,6 +27,9 @@ class ForwardingBackend : public Backend {
     return inner_.upload_as(host, host_dtype, std::move(shape), dtype);
   }
   void upload_into(Tensor t, const void* host) override { inner_.upload_into(std::move(t), host); }
+  void upload_into_as(Tensor t, const void* host, DType host_dtype) override {
+    inner_.upload_into_as(std::move(t), host, host_dtype);
+  }
   void download(const Tensor& t, void* host) override { inner_.download(t, host); }
   DType weight_dtype() const override { return inner_.weight_dtype(); }
   DType activation_dtype() const override { return inner_.activation_dtype(); }
@@ -50,6 +53,9 @@ class ForwardingBackend : public Backend {
   }
   void matmul(Tensor out, const Tensor& x, const Tensor& w, float alpha) override { inner_.matmul(out, x, w, alpha); }
   void quantize_fp8(Tensor out8, Tensor scales, const Tensor& x) override { inner_.quantize_fp8(out8, scales, x); }
+  void fill_uniform(Tensor t, float center, float amplitude, uint64_t seed) override {
+    inner_.fill_uniform(std::move(t), center, amplitude, seed);
+  }
   void layer_norm_fp8(Tensor out8, Tensor scales, const Tensor& x, const Tensor& weight, float eps,
                       Tensor scratch) override {
     inner_.layer_norm_fp8(out8, scales, x, weight, eps, scratch);

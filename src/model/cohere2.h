@@ -20,8 +20,9 @@ struct DecodeGraphs;  // recorded decode steps (cohere2.cpp)
 class Cohere2Model {
  public:
   Cohere2Model(ModelConfig config, Cohere2Weights weights, Backend& backend);
-  // Reads DIR/config.json and the safetensors checkpoint, validates and uploads. Throws tide::Error.
-  // `options`: e.g. quantize the linear layers to FP8 at load.
+  // Reads DIR/config.json and the safetensors checkpoint, validates and uploads (load_format "dummy": random
+  // weights from config.json alone, no checkpoint read). Throws tide::Error. `options`: e.g. quantize the
+  // linear layers to FP8 at load.
   static Cohere2Model load(const std::filesystem::path& dir, Backend& backend, const WeightLoadOptions& options = {});
   ~Cohere2Model();
   Cohere2Model(Cohere2Model&&) noexcept;

@@ -2,14 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <string>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "core/error.h"
-#include "core/fp8.h"
 #include "model/checkpoint.h"
 
 namespace tide {
@@ -64,30 +62,38 @@ LinearInfo checked_linear(const Checkpoint& ckpt, const std::string& name, std::
   return LinearInfo{&t, scale};
 }
 
-// The rows of `parts` ([rows_i, cols], one dtype) concatenated, as one host buffer.
-std::vector<std::byte> concat_rows(const std::vector<const TensorInfo*>& parts, int64_t& rows) {
+// The rows of `parts` ([rows_i, cols], one dtype) concatenated into a new [sum of rows, cols] backend tensor
+// of `dtype`: each part copied from the checkpoint's mapping straight into its rows (no host copy of the whole).
+Tensor upload_rows(Backend& backend, const std::vector<const TensorInfo*>& parts, DType dtype) {
   const TensorInfo& first = *parts.front();
-  rows = 0;
-  size_t bytes = 0;
+  int64_t rows = 0;
   for (const TensorInfo* p : parts) {
     if (p->dtype != first.dtype) {
       fail("{}: tensor '{}' is {} but '{}' is {}: fused projections need one dtype", p->file, p->name,
            dtype_name(p->dtype), first.name, dtype_name(first.dtype));
     }
     rows += p->shape[0];
-    bytes += p->nbytes;
   }
-  std::vector<std::byte> host(bytes);
-  size_t offset = 0;
+  Tensor t = backend.alloc(dtype, Shape{rows, first.shape[1]});
+  int64_t row = 0;
   for (const TensorInfo* p : parts) {
-    std::memcpy(host.data() + offset, p->data, p->nbytes);
-    offset += p->nbytes;
+    backend.upload_into_as(t.slice_rows(row, row + p->shape[0]), p->data, p->dtype);
+    row += p->shape[0];
   }
-  return host;
+  return t;
+}
+
+// A float weight [N, K] in backend memory quantized rowwise to FP8 there (Backend::quantize_fp8: the codes and
+// scales of fp8::quantize_row on each row's values). The caller drops `w` afterwards, so at most one float
+// matrix is held beside the quantized ones.
+Linear quantized(Backend& backend, const Tensor& w) {
+  Linear out{backend.alloc(DType::kF8E4M3, w.shape), backend.alloc(DType::kF32, Shape{w.dim(0)})};
+  backend.quantize_fp8(out.weight, out.scale, w);
+  return out;
 }
 
 // Uploads the linear layers `parts` as one [sum of rows, cols] Linear (rows concatenated): as they are, FP8
-// with their scales, or quantized to FP8 here when `quantize`.
+// with their scales, or quantized to FP8 on the backend when `quantize`.
 Linear upload_linear(Backend& backend, const std::vector<LinearInfo>& parts, bool quantize) {
   std::vector<const TensorInfo*> weights, scales;
   for (const LinearInfo& p : parts) {
@@ -98,11 +104,6 @@ Linear upload_linear(Backend& backend, const std::vector<LinearInfo>& parts, boo
     fail("{}: tensor '{}' is F8_E4M3 but '{}' is not: fused projections need one dtype", parts.front().weight->file,
          scales.front()->name, weights.back()->name);
   }
-  int64_t rows = 0;
-  const int64_t cols = weights.front()->shape[1];
-  const std::vector<std::byte> host = concat_rows(weights, rows);
-  const DType dtype = weights.front()->dtype;
-  Linear out;
   if (!scales.empty()) {  // an FP8 checkpoint: codes as they are, scales to f32
     std::vector<float> row_scales;
     for (const TensorInfo* s : scales) {
@@ -113,22 +114,14 @@ Linear upload_linear(Backend& backend, const std::vector<LinearInfo>& parts, boo
     for (float v : row_scales) {
       if (!(v > 0) || !std::isfinite(v)) fail("{}: FP8 weight scales must be positive and finite, got {}", scales.front()->file, v);
     }
-    out.weight = backend.upload_as(host.data(), DType::kF8E4M3, Shape{rows, cols}, DType::kF8E4M3);
-    out.scale = backend.upload_as(row_scales.data(), DType::kF32, Shape{rows}, DType::kF32);
-  } else if (quantize) {
-    std::vector<float> row(static_cast<size_t>(cols)), row_scales(static_cast<size_t>(rows));
-    std::vector<uint8_t> codes(static_cast<size_t>(rows * cols));
-    const size_t row_bytes = static_cast<size_t>(cols) * dtype_size(dtype);
-    for (int64_t r = 0; r < rows; ++r) {
-      convert_to_f32(host.data() + static_cast<size_t>(r) * row_bytes, dtype, row.data(), row.size());
-      row_scales[static_cast<size_t>(r)] = fp8::quantize_row(row.data(), cols, codes.data() + r * cols);
-    }
-    out.weight = backend.upload_as(codes.data(), DType::kF8E4M3, Shape{rows, cols}, DType::kF8E4M3);
-    out.scale = backend.upload_as(row_scales.data(), DType::kF32, Shape{rows}, DType::kF32);
-  } else {
-    out.weight = backend.upload_as(host.data(), dtype, Shape{rows, cols}, backend.weight_dtype());
+    Tensor codes = upload_rows(backend, weights, DType::kF8E4M3);
+    return Linear{codes, backend.upload(row_scales.data(), DType::kF32, Shape{codes.dim(0)})};
   }
-  return out;
+  if (!quantize) return Linear{upload_rows(backend, weights, backend.weight_dtype()), Tensor{}};
+  // Quantized from the checkpoint's own values: staged in the checkpoint's dtype where the backend stores it
+  // (BF16 on a BF16 backend), else in F32, which holds every F16 / BF16 / F32 value exactly.
+  const DType dtype = weights.front()->dtype;
+  return quantized(backend, upload_rows(backend, weights, dtype == backend.weight_dtype() ? dtype : DType::kF32));
 }
 
 }  // namespace
@@ -203,6 +196,50 @@ Cohere2Weights Cohere2Weights::load(const ModelConfig& c, const Checkpoint& ckpt
                                     upload_linear(backend, {li.o}, q), upload_linear(backend, li.gate_up, q),
                                     upload_linear(backend, {li.down}, q)});
     advance(layer_bytes[i]);
+  }
+  return w;
+}
+
+Cohere2Weights Cohere2Weights::dummy(const ModelConfig& c, Backend& backend, const WeightLoadOptions& options) {
+  const bool fp8 = options.quantize_fp8 || c.quantization == "fp8";
+  if (fp8 && !backend.supports_fp8()) fail("the {} backend does not run FP8 models yet", backend.name());
+  const int64_t h = c.hidden_size;
+  uint64_t seed = 0x64756d6d79;  // "dummy"; one more per tensor
+  auto random = [&](Shape shape, float center, float amplitude) {
+    Tensor t = backend.alloc(backend.weight_dtype(), shape);
+    backend.fill_uniform(t, center, amplitude, seed++);
+    return t;
+  };
+  auto linear = [&](int64_t rows, int64_t cols) {
+    Tensor w = random(Shape{rows, cols}, 0.0f, kDummyWeightScale);
+    return fp8 ? quantized(backend, w) : Linear{w, Tensor{}};
+  };
+
+  // Progress in the bytes of a bf16 checkpoint: the embedding (and lm_head), then each layer.
+  const int64_t embed_bytes = 2 * (c.vocab_size * h * (c.tie_word_embeddings ? 1 : 2) + h);
+  const int64_t layer_bytes =
+      2 * (h + (c.qkv_size() + 2 * c.intermediate_size) * h + h * c.q_size() + h * c.intermediate_size);
+  const int64_t total = embed_bytes + c.num_layers * layer_bytes;
+  int64_t done = 0;
+  auto advance = [&](int64_t bytes) {
+    done += bytes;
+    if (options.progress) options.progress(done, total);
+  };
+
+  Cohere2Weights w;
+  w.embed = random(Shape{c.vocab_size, h}, 0.0f, kDummyWeightScale);
+  w.lm_head = c.tie_word_embeddings ? w.embed : random(Shape{c.vocab_size, h}, 0.0f, kDummyWeightScale);
+  w.final_norm = random(Shape{h}, 1.0f, 0.0f);
+  advance(embed_bytes);
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    LayerWeights l;
+    l.input_norm = random(Shape{h}, 1.0f, 0.0f);
+    l.qkv = linear(c.qkv_size(), h);
+    l.o = linear(h, c.q_size());
+    l.gate_up = linear(2 * c.intermediate_size, h);
+    l.down = linear(h, c.intermediate_size);
+    w.layers.push_back(std::move(l));
+    advance(layer_bytes);
   }
   return w;
 }

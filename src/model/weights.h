@@ -1,9 +1,11 @@
-// Cohere2Weights: the checkpoint's tensors, validated against the config and uploaded to a backend.
-// q/k/v and gate/up are fused at load (rows concatenated) so each is one matmul on every backend.
+// Cohere2Weights: the checkpoint's tensors, validated against the config and uploaded to a backend (or, with
+// load_format "dummy", random values of the config's shapes made on the backend). q/k/v and gate/up are fused
+// at load (rows concatenated) so each is one matmul on every backend.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "backend/backend.h"
@@ -31,12 +33,22 @@ struct LayerWeights {
 };
 
 struct WeightLoadOptions {
-  // Quantize the linear layers of a BF16 / F16 / F32 checkpoint to FP8 at load (rowwise, core/fp8.h);
-  // embedding, lm_head and norms stay as they are.
+  // Quantize the linear layers of a BF16 / F16 / F32 checkpoint to FP8 at load (rowwise, core/fp8.h: on the
+  // backend, Backend::quantize_fp8, from the checkpoint's own values); embedding, lm_head and norms stay as
+  // they are.
   bool quantize_fp8 = false;
-  // Called after each tensor is uploaded with the checkpoint bytes read so far and in all (progress display).
+  // Called after each layer is uploaded with the checkpoint bytes read so far and in all (progress display);
+  // for dummy weights, the bytes a bf16 checkpoint of the model would hold.
   std::function<void(int64_t done, int64_t total)> progress;
+  // "auto" (or ""): the folder's safetensors checkpoint; "dummy": random weights from config.json alone
+  // (vLLM's --load-format dummy), for serving and benchmarking a model's shape without its checkpoint.
+  std::string load_format = "auto";
 };
+
+// The dummy weights: every matrix (embedding, lm_head, linear layers) uniform in [-kDummyWeightScale,
+// kDummyWeightScale) (vLLM's dummy range), norm weights 1. LayerNorm rescales every layer's input to unit
+// variance, so activations stay finite and small through any number of layers.
+inline constexpr float kDummyWeightScale = 1e-3f;
 
 struct Cohere2Weights {
   Tensor embed;       // [V, H]
@@ -49,6 +61,11 @@ struct Cohere2Weights {
   // then uploads. Throws tide::Error naming the tensor and its file.
   static Cohere2Weights load(const ModelConfig& config, const Checkpoint& checkpoint, Backend& backend,
                              const WeightLoadOptions& options = {});
+  // Random weights of `config`'s shapes made on `backend` (Backend::fill_uniform, one seed per tensor in load
+  // order: the same values on every load), in the backend's weight dtype; the linear layers quantized to FP8
+  // on the backend when options.quantize_fp8 or config.json describes an FP8 checkpoint. lm_head is its own
+  // tensor unless tie_word_embeddings. options.load_format is not read.
+  static Cohere2Weights dummy(const ModelConfig& config, Backend& backend, const WeightLoadOptions& options = {});
   // Whether any linear layer is FP8.
   bool has_fp8() const;
 };

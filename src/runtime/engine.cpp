@@ -31,7 +31,7 @@ WeightLoadOptions weight_load_options(const EngineOptions& options) {
   if (!options.quantization.empty() && options.quantization != "fp8") {
     fail("--quantization must be fp8 (or absent), got '{}'", options.quantization);
   }
-  return WeightLoadOptions{options.quantization == "fp8", options.load_progress};
+  return WeightLoadOptions{options.quantization == "fp8", options.load_progress, options.load_format};
 }
 
 }  // namespace

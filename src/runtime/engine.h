@@ -46,6 +46,7 @@ struct EngineOptions {
   bool enforce_eager = false;                    // never replay recorded graphs of decode steps
   int64_t max_model_len = 0;                     // longest prompt + max_tokens; 0: the model's maximum
   std::string quantization;                      // "": as the checkpoint is; "fp8": linear layers to FP8 at load
+  std::string load_format;                       // "" / "auto": the checkpoint; "dummy": random weights (config.json)
   std::string kv_cache_dtype;                    // "" / "auto": the activation dtype; "fp8": E4M3 (KvStorage)
   // Called while the weights load with the checkpoint bytes uploaded so far and in all.
   std::function<void(int64_t done, int64_t total)> load_progress;

@@ -352,6 +352,11 @@ int HttpServer::run() {
       const auto start = std::chrono::steady_clock::now();
       log_line("loading " + s.options.model_dir.string());
       s.engine = s.load_engine();
+      if (s.engine->tokenizer().is_stand_in()) {
+        log_line(fmt::format("the model folder has no tokenizer files: using a stand-in tokenizer of {} ids (ids "
+                             "0-255 are bytes, id N >= 256 is the text \"<tok_N>\")",
+                             s.engine->tokenizer().vocab_size()));
+      }
       std::optional<ChatTemplate> chat = ChatTemplate::from_model_dir(s.options.model_dir, s.options.chat_template);
       if (!chat) log_line("warning: the model has no chat template (/v1/chat/completions answers 400)");
       s.service = std::make_unique<OpenAiService>(*s.engine, std::move(chat), s.options.served_model_name,

@@ -12,6 +12,7 @@
 #include "tokenizer/normalizer.h"
 #include "tokenizer/post_processor.h"
 #include "tokenizer/pre_tokenizer.h"
+#include "tokenizer/stand_in_vocab.h"
 #include "tokenizer/utf8.h"
 
 namespace tide {
@@ -34,6 +35,7 @@ struct Tokenizer::Impl {
   std::optional<int32_t> bos_id;
   std::optional<int32_t> eos_id;
   bool add_bos_token = false;
+  bool stand_in = false;  // Tokenizer::stand_in: encode() and token_to_id() follow stand_in_vocab.h
 
   void check_id(int32_t id, std::string_view what) const {
     if (id < 0 || static_cast<size_t>(id) >= tokens.size()) {
@@ -149,9 +151,47 @@ Tokenizer Tokenizer::from_json(std::string_view tokenizer_json, std::string_view
   return Tokenizer(std::move(impl));
 }
 
+namespace {
+
+// config.json's vocab_size, for the stand-in tokenizer of a folder without one.
+int32_t config_vocab_size(const std::filesystem::path& path) {
+  const jf::Json config = jf::parse(read_file(path), path.string());
+  const std::string root = path.string() + ":";
+  jf::as_object(config, root);
+  const jf::Json& size = jf::require(config, "vocab_size", root);
+  if (!size.is_number_integer() || size.get<int64_t>() < 1 || size.get<int64_t>() > jf::kMaxTokenId + 1) {
+    fail("{} must be an integer in [1, {}] for the stand-in tokenizer", jf::child(root, "vocab_size"), jf::kMaxTokenId + 1);
+  }
+  return size.get<int32_t>();
+}
+
+}  // namespace
+
+Tokenizer Tokenizer::stand_in(int32_t vocab_size) {
+  if (vocab_size < 1 || vocab_size > jf::kMaxTokenId + 1) fail("stand-in tokenizer: vocabulary of {} ids", vocab_size);
+  auto impl = std::make_shared<Impl>();
+  impl->stand_in = true;
+  impl->byte_level_decoder = true;  // token bytes concatenated, no spaces between tokens
+  const auto size = static_cast<size_t>(vocab_size);
+  impl->tokens.resize(size);
+  impl->token_bytes.resize(size);
+  impl->present.assign(size, true);
+  impl->special.assign(size, false);
+  for (int32_t id = 0; id < vocab_size; ++id) {
+    impl->tokens[static_cast<size_t>(id)] = stand_in_vocab::token_name(id);
+    impl->token_bytes[static_cast<size_t>(id)] = stand_in_vocab::token_text(id);
+  }
+  return Tokenizer(std::move(impl));
+}
+
 Tokenizer Tokenizer::from_dir(const std::filesystem::path& dir) {
   const std::filesystem::path tokenizer_path = dir / kTokenizerFile;
   const std::filesystem::path config_path = dir / kConfigFile;
+  const bool has_tokenizer_file = std::any_of(std::begin(kTokenizerFileNames), std::end(kTokenizerFileNames),
+                                              [&](std::string_view name) { return std::filesystem::exists(dir / name); });
+  if (!has_tokenizer_file && std::filesystem::exists(dir / "config.json")) {
+    return stand_in(config_vocab_size(dir / "config.json"));
+  }
   const std::string tokenizer_json = read_file(tokenizer_path);
   const std::string config_json = std::filesystem::exists(config_path) ? read_file(config_path) : std::string();
   try {
@@ -168,6 +208,7 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special_t
          static_cast<unsigned char>(text[bad]), bad);
   }
   const Impl& m = impl();
+  if (m.stand_in) return stand_in_vocab::encode(text, vocab_size());
   std::vector<int32_t> ids;
   std::vector<std::string> words;
   // Added tokens are cut out of the raw text first; only the text between them is normalized, then searched
@@ -213,6 +254,7 @@ std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_special_to
 int32_t Tokenizer::vocab_size() const { return static_cast<int32_t>(impl().tokens.size()); }
 
 std::optional<int32_t> Tokenizer::token_to_id(std::string_view token) const {
+  if (impl().stand_in) return stand_in_vocab::parse_name(token, vocab_size());
   if (const auto id = impl().added.token_to_id(token)) return id;
   return impl().model.token_to_id(token);
 }
@@ -229,5 +271,6 @@ bool Tokenizer::is_special(int32_t id) const {
 std::optional<int32_t> Tokenizer::bos_id() const { return impl().bos_id; }
 std::optional<int32_t> Tokenizer::eos_id() const { return impl().eos_id; }
 bool Tokenizer::add_bos_token() const { return impl().add_bos_token; }
+bool Tokenizer::is_stand_in() const { return impl().stand_in; }
 
 }  // namespace tide

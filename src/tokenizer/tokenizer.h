@@ -17,11 +17,22 @@
 
 namespace tide {
 
+// The files whose presence in a model folder means it has a tokenizer (from_dir never falls back to the
+// stand-in then): tide reads tokenizer.json and tokenizer_config.json; the others are other libraries' formats.
+inline constexpr std::string_view kTokenizerFileNames[] = {"tokenizer.json", "tokenizer_config.json", "tokenizer.model",
+                                                           "vocab.json", "merges.txt"};
+
 class Tokenizer {
  public:
   // Reads DIR/tokenizer.json (required) and DIR/tokenizer_config.json (optional). Throws tide::Error naming the
-  // file and field on anything missing, malformed or unsupported.
+  // file and field on anything missing, malformed or unsupported. A folder with no tokenizer file at all
+  // (kTokenizerFileNames) but a config.json gets stand_in(config.json's vocab_size): a config-only folder,
+  // as `--load-format dummy` serves.
   static Tokenizer from_dir(const std::filesystem::path& dir);
+  // The tokenizer of a model folder without one (stand_in_vocab.h): ids 0-255 are the bytes 0x00-0xFF, every
+  // other id N < vocab_size decodes to "<tok_N>", which encode() reads back as N; no special tokens, no BOS or
+  // EOS, byte-level concatenation. So id prompts run and every id decodes to text.
+  static Tokenizer stand_in(int32_t vocab_size);
   // Same from file contents; an empty `tokenizer_config_json` means there is no config file.
   static Tokenizer from_json(std::string_view tokenizer_json, std::string_view tokenizer_config_json = "");
 
@@ -51,6 +62,8 @@ class Tokenizer {
   // tokenizer_config.json "add_bos_token"; without it, whether the post-processor starts with a special token.
   // Informational: encode() follows tokenizer.json's post-processor, as HF `tokenizers` does.
   bool add_bos_token() const;
+  // Whether this is stand_in()'s tokenizer (the programs say so when they load one).
+  bool is_stand_in() const;
 
  private:
   friend class StreamingDecoder;

@@ -15,6 +15,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "core/error.h"
 #include "model/checkpoint.h"
+#include "model/cohere2.h"
 #include "model/quantize.h"
 #include "runtime/engine.h"
 
@@ -84,6 +85,58 @@ TEST(Fp8Model, QuantizedCheckpointLoadsBackWithIdenticalTensors) {
   EXPECT_THROW(quantize_checkpoint_fp8(model, model), Error);
   EXPECT_THROW(quantize_checkpoint_fp8(dir.path() / fmt::format("fp8-{}", int64_t{4} << 30), dir.path() / "again"), Error);
   EXPECT_FALSE(std::filesystem::exists(dir.path() / "again" / "model.safetensors"));
+}
+
+// The codes and scales of a linear weight as the checkpoint written by tide quantize holds them, parts (q, k,
+// v or gate, up) concatenated as the loader fuses them.
+std::pair<std::vector<uint8_t>, std::vector<float>> quantized_parts(const Checkpoint& ckpt,
+                                                                    const std::vector<std::string>& names) {
+  std::vector<uint8_t> codes;
+  std::vector<float> scales;
+  for (const std::string& name : names) {
+    const TensorInfo& q = ckpt.require(name);
+    const auto* c = reinterpret_cast<const uint8_t*>(q.data);
+    codes.insert(codes.end(), c, c + q.nbytes);
+    const TensorInfo& s = ckpt.require(name + "_scale");
+    std::vector<float> f(static_cast<size_t>(s.numel()));
+    convert_to_f32(s.data, s.dtype, f.data(), f.size());
+    scales.insert(scales.end(), f.begin(), f.end());
+  }
+  return {codes, scales};
+}
+
+// --quantization fp8 on the CPU quantizes F32 and F16 checkpoints from their own values: the same codes and
+// scales as tide quantize writes for the same folder (the bf16 fixture is the test above).
+TEST(Fp8Model, QuantizeAtLoadEqualsTideQuantizeForFloatCheckpoints) {
+  test::TempDir dir;
+  for (const DType dtype : {DType::kF32, DType::kF16}) {
+    const std::filesystem::path model = dir.path() / std::string(dtype_name(dtype));
+    test::write_model_as(fixture("cohere2-tiny"), model, dtype);
+    const std::filesystem::path out = dir.path() / (std::string(dtype_name(dtype)) + "-fp8");
+    quantize_checkpoint_fp8(model, out);
+    const Checkpoint written = Checkpoint::open(out);
+    const ModelConfig config = ModelConfig::from_dir(model);
+    CpuBackend cpu;
+    WeightLoadOptions options;
+    options.quantize_fp8 = true;
+    const Cohere2Weights w = Cohere2Weights::load(config, Checkpoint::open(model), cpu, options);
+    for (size_t i = 0; i < w.layers.size(); ++i) {
+      const std::string p = fmt::format("model.layers.{}.", i);
+      const std::vector<std::pair<const Linear*, std::vector<std::string>>> linears = {
+          {&w.layers[i].qkv, {p + "self_attn.q_proj.weight", p + "self_attn.k_proj.weight", p + "self_attn.v_proj.weight"}},
+          {&w.layers[i].o, {p + "self_attn.o_proj.weight"}},
+          {&w.layers[i].gate_up, {p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"}},
+          {&w.layers[i].down, {p + "mlp.down_proj.weight"}}};
+      for (const auto& [linear, names] : linears) {
+        const auto [codes, scales] = quantized_parts(written, names);
+        ASSERT_TRUE(linear->fp8());
+        EXPECT_EQ(std::vector<uint8_t>(linear->weight.as<uint8_t>(), linear->weight.as<uint8_t>() + linear->weight.numel()),
+                  codes) << dtype_name(dtype) << " " << names.front();
+        EXPECT_EQ(std::vector<float>(linear->scale.as<float>(), linear->scale.as<float>() + linear->scale.numel()), scales)
+            << dtype_name(dtype) << " " << names.front();
+      }
+    }
+  }
 }
 
 TEST(Fp8Model, UnknownQuantizationIsRefused) {

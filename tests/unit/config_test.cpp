@@ -246,3 +246,39 @@ TEST(ModelConfig, QuantizationConfig) {
 
 }  // namespace
 }  // namespace tide
+
+namespace tide {
+namespace {
+
+// bench/models holds the real configs of Command R7B and Command A, for --load-format dummy: they parse to the
+// shapes of design/cohere2.md ("Real model shapes").
+TEST(ModelConfig, RealModelConfigsOfBenchModels) {
+  struct Want {
+    const char* dir;
+    int64_t hidden, layers, heads, intermediate, max_positions;
+  };
+  for (const Want& w : {Want{"command-r7b-12-2024", 4096, 32, 32, 14336, 8192},
+                        Want{"command-a-03-2025", 12288, 64, 96, 36864, 262144}}) {
+    const ModelConfig c = ModelConfig::from_dir(test::fixture("../../bench/models") / w.dir);
+    EXPECT_EQ(c.hidden_size, w.hidden) << w.dir;
+    EXPECT_EQ(c.num_layers, w.layers) << w.dir;
+    EXPECT_EQ(c.num_heads, w.heads) << w.dir;
+    EXPECT_EQ(c.num_heads_kv, 8) << w.dir;
+    EXPECT_EQ(c.head_dim, 128) << w.dir;
+    EXPECT_EQ(c.intermediate_size, w.intermediate) << w.dir;
+    EXPECT_EQ(c.vocab_size, 256000) << w.dir;
+    EXPECT_EQ(c.max_position_embeddings, w.max_positions) << w.dir;
+    EXPECT_TRUE(c.tie_word_embeddings) << w.dir;
+    EXPECT_EQ(c.logit_scale, 0.25) << w.dir;
+    EXPECT_EQ(c.rope_theta, 50000.0) << w.dir;
+    EXPECT_EQ(c.quantization, "") << w.dir;
+    ASSERT_EQ(c.groups.size(), 2u) << w.dir;
+    EXPECT_EQ(c.groups[0].window, 4096) << w.dir;
+    EXPECT_EQ(c.groups[0].num_layers(), w.layers * 3 / 4) << w.dir;
+    EXPECT_TRUE(c.groups[1].is_global()) << w.dir;
+    EXPECT_EQ(c.groups[1].layers.front(), 3) << w.dir;
+  }
+}
+
+}  // namespace
+}  // namespace tide

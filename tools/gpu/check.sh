@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The GPU check in one go: builds what the GPU needs (or takes the binaries tools/gpu/bundle.sh packed),
-# runs the GPU tests, `tide generate` on the GPU and the benchmark, and prints a short summary last. Full logs
+# runs the GPU tests, `tide generate` on the GPU (also R7B's shape with dummy weights) and the benchmark, and
+# prints a short summary last. Full logs
 # and bench.json go to $OUT (or ./gpu-out).
 #
 #   tools/gpu/check.sh [--bundle DIR] [--no-bench] [-- TIDE_BENCH_ARGS...]
@@ -45,6 +46,9 @@ status=0
 # The bundled trained model in bf16 (scripts/demo.sh's command on the GPU).
 "$tide" generate --device cuda --model models/tide-demo --prompt "def fibonacci(n):" --max-tokens 200 \
   --repetition-penalty 1.2 >"$out/generate_demo.log" 2>&1 || status=1
+# A real model's shape without its checkpoint: R7B's config.json, dummy weights quantized to FP8 on the GPU.
+"$tide" generate --device cuda --model bench/models/command-r7b-12-2024 --load-format dummy --quantization fp8 \
+  --prompt-ids 5,6,7,8 --max-tokens 16 --ignore-eos --json >"$out/generate_dummy.log" 2>&1 || status=1
 # Continuous batching on the GPU: prompts of different lengths at once, stop strings, two samples, logprobs.
 prompts="$out/prompts.jsonl"
 {
@@ -67,6 +71,9 @@ tail -c 600 "$out/generate.log"
 echo
 echo "--- generate, models/tide-demo"
 cat "$out/generate_demo.log"
+echo
+echo "--- generate, R7B's config with --load-format dummy --quantization fp8"
+tail -c 400 "$out/generate_dummy.log"
 echo
 echo "--- generate --concurrent (finish reasons, samples)"
 grep -o '"finish_reason":"[a-z]*"' "$out/generate_concurrent.log" | sort | uniq -c

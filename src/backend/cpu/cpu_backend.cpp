@@ -6,7 +6,9 @@
 #include <cmath>
 #include <cstring>
 
+#include "backend/uniform_fill.h"
 #include "core/error.h"
+#include "core/parallel.h"
 
 namespace tide {
 namespace {
@@ -25,17 +27,22 @@ void check_i32(const Tensor& t, const char* what) {
 
 Tensor CpuBackend::alloc(DType dtype, Shape shape) { return host_tensor(dtype, shape); }
 
-Tensor CpuBackend::upload_as(const void* host, DType host_dtype, Shape shape, DType dtype) {
+void CpuBackend::upload_into_as(Tensor t, const void* host, DType host_dtype) {
   const bool is_float = host_dtype == DType::kF32 || host_dtype == DType::kF16 || host_dtype == DType::kBF16;
+  const DType dtype = t.dtype;
   if (is_float && dtype != DType::kF32) fail("cpu backend: float data is stored as F32, not {}", dtype_name(dtype));
   if (!is_float && dtype != host_dtype) fail("cpu backend: cannot convert {} to {}", dtype_name(host_dtype), dtype_name(dtype));
-  Tensor t = host_tensor(dtype, shape);
   if (is_float) {
-    convert_to_f32(host, host_dtype, t.as<float>(), static_cast<size_t>(t.numel()));
+    // Slices of at least 2^20 elements converted by threads of their own (weights at load).
+    const auto* in = static_cast<const unsigned char*>(host);
+    const size_t in_size = dtype_size(host_dtype);
+    parallel_for(t.numel(), int64_t{1} << 20, [&](int64_t begin, int64_t end) {
+      convert_to_f32(in + static_cast<size_t>(begin) * in_size, host_dtype, t.as<float>() + begin,
+                     static_cast<size_t>(end - begin));
+    });
   } else {
     std::memcpy(t.data, host, t.nbytes());  // integers, FP8 codes, bytes: as they are
   }
-  return t;
 }
 
 void CpuBackend::upload_into(Tensor t, const void* host) { std::memcpy(t.data, host, t.nbytes()); }
@@ -141,6 +148,16 @@ void CpuBackend::silu_mul(Tensor out, const Tensor& gate_up) {
 void CpuBackend::copy(Tensor out, const Tensor& x) {
   if (out.dtype != x.dtype || out.shape != x.shape) fail("cpu backend: copy between different dtypes or shapes");
   std::memcpy(out.data, x.data, x.nbytes());
+}
+
+// t: any shape, F32
+void CpuBackend::fill_uniform(Tensor t, float center, float amplitude, uint64_t seed) {
+  check_f32(t, "fill_uniform output");
+  float* out = t.as<float>();
+  // Elements are independent: slices of at least 2^20 go to threads of their own (a dummy model's weights).
+  parallel_for(t.numel(), int64_t{1} << 20, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) out[i] = uniform_fill::value(seed, static_cast<uint64_t>(i), center, amplitude);
+  });
 }
 
 void CpuBackend::add(Tensor out, const Tensor& a, const Tensor& b) {

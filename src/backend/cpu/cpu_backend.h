@@ -13,7 +13,7 @@ class CpuBackend final : public Backend {
 
   Tensor alloc(DType dtype, Shape shape) override;
   Tensor alloc_host(DType dtype, Shape shape) override { return host_tensor(dtype, shape); }
-  Tensor upload_as(const void* host, DType host_dtype, Shape shape, DType dtype) override;
+  void upload_into_as(Tensor t, const void* host, DType host_dtype) override;
   void upload_into(Tensor t, const void* host) override;
   void download(const Tensor& t, void* host) override;
   DType weight_dtype() const override { return DType::kF32; }
@@ -31,8 +31,10 @@ class CpuBackend final : public Backend {
   void silu_mul(Tensor out, const Tensor& gate_up) override;
   void add(Tensor out, const Tensor& a, const Tensor& b) override;
   void copy(Tensor out, const Tensor& x) override;
+  void fill_uniform(Tensor t, float center, float amplitude, uint64_t seed) override;
   bool supports_fp8() const override { return true; }
   bool supports_fp8_kv(int64_t) const override { return true; }
+  // Rows split over host threads when there are many (a weight quantized at load); each row as quantize_row.
   void quantize_fp8(Tensor out8, Tensor scales, const Tensor& x) override;
   void matmul_fp8(Tensor out, const Tensor& x8, const Tensor& x_scales, const Tensor& w8, const Tensor& w_scales,
                   float alpha) override;

@@ -9,6 +9,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "core/error.h"
+#include "core/parallel.h"
 #include "core/fp8.h"
 
 namespace tide {
@@ -37,9 +38,12 @@ void CpuBackend::quantize_fp8(Tensor out8, Tensor scales, const Tensor& x) {
   check_dtype(scales, DType::kF32, "quantize_fp8 scales");
   const int64_t rows = x.dim(0), k = x.dim(1);
   TIDE_CHECK(out8.shape == x.shape && scales.numel() == rows);
-  for (int64_t t = 0; t < rows; ++t) {
-    scales.as<float>()[t] = fp8::quantize_row(x.as<float>() + t * k, k, out8.as<uint8_t>() + t * k);
-  }
+  // Rows are independent: slices of at least 2^20 elements each go to a thread of their own.
+  parallel_for(rows, std::max<int64_t>(1, (int64_t{1} << 20) / std::max<int64_t>(k, 1)), [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      scales.as<float>()[t] = fp8::quantize_row(x.as<float>() + t * k, k, out8.as<uint8_t>() + t * k);
+    }
+  });
 }
 
 // out: [T, N] f32, x8: [T, K], x_scales: [T], w8: [N, K], w_scales: [N]

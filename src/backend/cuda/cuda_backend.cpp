@@ -8,6 +8,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/tensor_args.h"
+#include "core/parallel.h"
 
 namespace tide {
 
@@ -127,6 +128,7 @@ CudaBackend::CudaBackend(int device)
   TIDE_CUDA_CHECK(cudaDeviceSynchronize());  // the memsets ran on the legacy stream, which ours do not wait for
   split_scratch_ = main_split_scratch_;
   TIDE_CUDA_CHECK(cudaEventCreateWithFlags(&sample_staged_, cudaEventDisableTiming));
+  for (cudaEvent_t& e : staging_done_) TIDE_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
 }
 
 CudaBackend::~CudaBackend() {
@@ -138,6 +140,8 @@ CudaBackend::~CudaBackend() {
   }
   matmul_plans_.clear();
   cudaFreeHost(sample_staging_);
+  cudaFreeHost(staging_);
+  for (cudaEvent_t e : staging_done_) cudaEventDestroy(e);
   cudaFree(sample_device_);
   cudaEventDestroy(sample_staged_);
   cudaFree(main_workspace_);
@@ -197,34 +201,64 @@ Tensor CudaBackend::alloc_host(DType dtype, Shape shape) {
   return t;
 }
 
-Tensor CudaBackend::upload_as(const void* host, DType host_dtype, Shape shape, DType dtype) {
-  TIDE_CHECK(!capturing_);  // it synchronizes, which a recording stream does not allow
-  Tensor t = alloc(dtype, shape);
-  const size_t n = static_cast<size_t>(t.numel());
-  const bool is_float = host_dtype == DType::kF32 || host_dtype == DType::kF16 || host_dtype == DType::kBF16;
-  std::vector<unsigned char> staging;
-  const void* src = host;
-  if (is_float && dtype != host_dtype) {
-    if (dtype != DType::kF32 && dtype != DType::kBF16) fail("cuda backend: cannot store floats as {}", dtype_name(dtype));
-    std::vector<float> f32(n);
-    convert_to_f32(host, host_dtype, f32.data(), n);
-    if (dtype == DType::kF32) {
-      staging.resize(n * 4);
-      std::memcpy(staging.data(), f32.data(), n * 4);
-    } else {
-      staging.resize(n * 2);
+namespace {
+
+// `count` elements of `src_dtype` at `src` (possibly unaligned) as `dst_dtype` at `dst`: a copy, or a float
+// conversion (F32, F16, BF16 -> F32 or BF16, BF16 rounded to nearest even).
+void convert_elements(const void* src, DType src_dtype, void* dst, DType dst_dtype, size_t count) {
+  if (src_dtype == dst_dtype) {
+    std::memcpy(dst, src, count * dtype_size(dst_dtype));
+  } else if (dst_dtype == DType::kF32) {
+    convert_to_f32(src, src_dtype, static_cast<float*>(dst), count);
+  } else {
+    constexpr size_t kBlock = 4096;  // through an f32 block that stays in the L1 cache
+    float f32[kBlock];
+    auto* out = static_cast<unsigned char*>(dst);
+    const auto* in = static_cast<const unsigned char*>(src);
+    for (size_t first = 0; first < count; first += kBlock) {
+      const size_t n = std::min(kBlock, count - first);
+      convert_to_f32(in + first * dtype_size(src_dtype), src_dtype, f32, n);
       for (size_t i = 0; i < n; ++i) {
         const uint16_t b = f32_to_bf16(f32[i]);
-        std::memcpy(staging.data() + 2 * i, &b, 2);
+        std::memcpy(out + 2 * (first + i), &b, 2);
       }
     }
-    src = staging.data();
-  } else if (!is_float && dtype != host_dtype) {
-    fail("cuda backend: cannot convert {} to {}", dtype_name(host_dtype), dtype_name(dtype));
   }
-  TIDE_CUDA_CHECK(cudaMemcpyAsync(t.data, src, t.nbytes(), cudaMemcpyHostToDevice, stream_));
-  TIDE_CUDA_CHECK(cudaStreamSynchronize(stream_));  // `staging` and `host` must outlive the copy
-  return t;
+}
+
+}  // namespace
+
+void CudaBackend::upload_into_as(Tensor t, const void* host, DType host_dtype) {
+  TIDE_CHECK(!capturing_);  // a staging buffer may have to wait for its last transfer, which a recording cannot
+  const DType dtype = t.dtype;
+  const bool is_float = host_dtype == DType::kF32 || host_dtype == DType::kF16 || host_dtype == DType::kBF16;
+  if (is_float && dtype != host_dtype && dtype != DType::kF32 && dtype != DType::kBF16) {
+    fail("cuda backend: cannot store floats as {}", dtype_name(dtype));
+  }
+  if (!is_float && dtype != host_dtype) fail("cuda backend: cannot convert {} to {}", dtype_name(host_dtype), dtype_name(dtype));
+  const size_t count = static_cast<size_t>(t.numel()), in_size = dtype_size(host_dtype), out_size = dtype_size(dtype);
+  if (count == 0) return;
+  if (staging_ == nullptr) {
+    TIDE_CUDA_CHECK(cudaHostAlloc(&staging_, kStagingSlots * kStagingSlotBytes, cudaHostAllocDefault));
+  }
+  const size_t per_slot = kStagingSlotBytes / out_size;
+  const auto* in = static_cast<const unsigned char*>(host);
+  auto* out = static_cast<unsigned char*>(t.data);
+  for (size_t first = 0; first < count; first += per_slot) {
+    const size_t n = std::min(per_slot, count - first);
+    const int slot = staging_next_;
+    staging_next_ = (staging_next_ + 1) % kStagingSlots;
+    TIDE_CUDA_CHECK(cudaEventSynchronize(staging_done_[slot]));  // its last transfer has read it
+    unsigned char* buffer = static_cast<unsigned char*>(staging_) + static_cast<size_t>(slot) * kStagingSlotBytes;
+    // Reading the host side (page faults of a checkpoint's file mapping, conversions) is the slow part: a few
+    // threads share it, slices of at least 1 MiB.
+    parallel_for(static_cast<int64_t>(n), static_cast<int64_t>((size_t{1} << 20) / out_size), [&](int64_t begin, int64_t end) {
+      const auto b = static_cast<size_t>(begin), e = static_cast<size_t>(end);
+      convert_elements(in + (first + b) * in_size, host_dtype, buffer + b * out_size, dtype, e - b);
+    }, /*max_threads=*/8);
+    TIDE_CUDA_CHECK(cudaMemcpyAsync(out + first * out_size, buffer, n * out_size, cudaMemcpyHostToDevice, stream_));
+    TIDE_CUDA_CHECK(cudaEventRecord(staging_done_[slot], stream_));
+  }
 }
 
 void CudaBackend::upload_into(Tensor t, const void* host) {
@@ -298,13 +332,27 @@ void CudaBackend::copy(Tensor out, const Tensor& x) {
   if (x.nbytes() > 0) TIDE_CUDA_CHECK(cudaMemcpyAsync(out.data, x.data, x.nbytes(), cudaMemcpyDeviceToDevice, stream_));
 }
 
-// out8: [T, K] e4m3, scales: [T] f32, x: [T, K] bf16
+// out8: [T, K] e4m3, scales: [T] f32, x: [T, K] bf16 or f32
 void CudaBackend::quantize_fp8(Tensor out8, Tensor scales, const Tensor& x) {
   TIDE_CHECK(out8.shape == x.shape && scales.numel() == x.dim(0));
-  check_row(x.dim(1), "quantize_fp8");
   if (out8.dtype != DType::kF8E4M3) fail("cuda backend: quantize_fp8 output must be F8_E4M3");
-  cuda::launch_quantize_fp8(out8.as<uint8_t>(), typed<float>(scales, DType::kF32, "quantize_fp8 scales"),
-                            bf(x, "quantize_fp8 input"), x.dim(0), x.dim(1), stream_);
+  float* s = typed<float>(scales, DType::kF32, "quantize_fp8 scales");
+  if (x.dtype == DType::kBF16 && x.dim(1) <= cuda::kMaxRowElements) {
+    cuda::launch_quantize_fp8(out8.as<uint8_t>(), s, bf(x, "quantize_fp8 input"), x.dim(0), x.dim(1), stream_);
+    return;
+  }
+  if (x.dtype != DType::kBF16 && x.dtype != DType::kF32) {
+    fail("cuda backend: quantize_fp8 input must be BF16 or F32, got {}", dtype_name(x.dtype));
+  }
+  cuda::launch_quantize_fp8_rows(out8.as<uint8_t>(), s, x.data, x.dtype == DType::kF32, x.dim(0), x.dim(1), stream_);
+}
+
+// t: [n] bf16 or f32
+void CudaBackend::fill_uniform(Tensor t, float center, float amplitude, uint64_t seed) {
+  if (t.dtype != DType::kBF16 && t.dtype != DType::kF32) {
+    fail("cuda backend: fill_uniform output must be BF16 or F32, got {}", dtype_name(t.dtype));
+  }
+  cuda::launch_fill_uniform(t.data, t.dtype == DType::kF32, t.numel(), center, amplitude, seed, stream_);
 }
 
 // out8: [T, H] e4m3, scales: [T] f32, x: [T, H] bf16, weight: [H]
@@ -368,6 +416,8 @@ void CudaBackend::sample(Tensor out_ids, Tensor logits, const SamplingBatch& bat
   if (bytes > sample_capacity_) {
     TIDE_CUDA_CHECK(cudaStreamSynchronize(stream_));  // no queued kernel still reads the old device buffer
     cudaFreeHost(sample_staging_);
+  cudaFreeHost(staging_);
+  for (cudaEvent_t e : staging_done_) cudaEventDestroy(e);
     cudaFree(sample_device_);
     sample_capacity_ = std::max<size_t>(bytes * 2, 64 << 10);
     TIDE_CUDA_CHECK(cudaHostAlloc(&sample_staging_, sample_capacity_, cudaHostAllocDefault));

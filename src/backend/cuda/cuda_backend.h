@@ -1,7 +1,8 @@
 // CudaBackend: the Backend ops on one NVIDIA GPU (built for Hopper, sm_90a). Weights, activations and the KV
 // cache are bf16 with f32 accumulation; logits are f32. All work is queued on one stream; download()
-// synchronizes. Device memory comes from a caching allocator (freed blocks are kept for reuse by size), the
-// host tier from pinned memory. First version: correctness first, CUDA-core attention (see attention.cu).
+// synchronizes, uploads go through pinned staging buffers and do not. Device memory comes from a caching
+// allocator (freed blocks are kept for reuse by size, and released when a new allocation would not fit), the
+// host tier from pinned memory.
 #pragma once
 
 #include <cublasLt.h>
@@ -34,7 +35,9 @@ class CudaBackend final : public Backend {
   Tensor alloc(DType dtype, Shape shape) override;
   Tensor alloc_uninitialized(DType dtype, Shape shape) override { return alloc_scratch(dtype, std::move(shape)); }
   Tensor alloc_host(DType dtype, Shape shape) override;
-  Tensor upload_as(const void* host, DType host_dtype, Shape shape, DType dtype) override;
+  // Host data is copied (and converted) by a few host threads into one of kStagingSlots pinned buffers, whose
+  // transfer is queued without waiting, so reading the next part overlaps the transfer of the last.
+  void upload_into_as(Tensor t, const void* host, DType host_dtype) override;
   void upload_into(Tensor t, const void* host) override;
   void download(const Tensor& t, void* host) override;
   DType weight_dtype() const override { return DType::kBF16; }
@@ -59,9 +62,13 @@ class CudaBackend final : public Backend {
   void silu_mul(Tensor out, const Tensor& gate_up) override;
   void add(Tensor out, const Tensor& a, const Tensor& b) override;
   void copy(Tensor out, const Tensor& x) override;
+  // t: BF16 or F32.
+  void fill_uniform(Tensor t, float center, float amplitude, uint64_t seed) override;
   bool supports_fp8() const override { return true; }
   // FP8 KV storage: the quantizing store (kv_fp8.cu) and the tensor-core attention (head_dim 64, 128, 256).
   bool supports_fp8_kv(int64_t head_dim) const override;
+  // x: BF16 rows up to kMaxRowElements in registers (fp8.cu's per-token kernel); longer BF16 rows and F32 rows
+  // (weights quantized at load) read twice from memory, with the same arithmetic.
   void quantize_fp8(Tensor out8, Tensor scales, const Tensor& x) override;
   // The fused kernels: the bf16 intermediate is never written (scratch is unused).
   void layer_norm_fp8(Tensor out8, Tensor scales, const Tensor& x, const Tensor& weight, float eps,
@@ -157,6 +164,13 @@ class CudaBackend final : public Backend {
   void* sample_device_ = nullptr;
   size_t sample_capacity_ = 0;
   cudaEvent_t sample_staged_ = nullptr;
+  // upload_into_as()'s pinned staging: kStagingSlots buffers of kStagingSlotBytes (allocated at the first
+  // upload), each with the event of the last transfer that read it; used in turn.
+  static constexpr int kStagingSlots = 4;
+  static constexpr size_t kStagingSlotBytes = size_t{16} << 20;
+  void* staging_ = nullptr;
+  cudaEvent_t staging_done_[kStagingSlots] = {};
+  int staging_next_ = 0;
   // By (n, t, k, output type); cleared in the destructor before lt_ goes.
   std::map<std::tuple<int64_t, int64_t, int64_t, int, bool>, std::unique_ptr<MatmulPlan>> matmul_plans_;
 };

@@ -1,8 +1,9 @@
 // Per-token FP8 quantization on the CUDA backend: one block per row holds the row in registers
 // (row_tile.cuh), finds its largest magnitude, then writes the scale and the codes with core/fp8.h's
 // arithmetic (one correctly rounded division, then the integer e4m3 rounding), so the codes equal the CPU
-// reference's bit for bit. Also fused with the SwiGLU activation that feeds the down projection: the bf16
-// activation is never written.
+// reference's bit for bit. Rows the registers do not hold, and f32 rows (weights of F16 / F32 checkpoints
+// quantized at load), take a kernel that reads the row twice from memory instead. Also fused with the SwiGLU
+// activation that feeds the down projection: the bf16 activation is never written.
 #include "backend/cuda/activation.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/launch.cuh"
@@ -21,6 +22,28 @@ __global__ void __launch_bounds__(kThreads)
   RowTile<kThreads, kChunks> row;
   row.load(x + offset, cols, vec);
   quantize_tile(row, out + offset, scales + blockIdx.x, cols, vec, shared);
+}
+
+__device__ __forceinline__ float to_float(bf16 v) { return __bfloat162float(v); }
+__device__ __forceinline__ float to_float(float v) { return v; }
+
+// One CTA per row of any length: the row's largest magnitude in a first pass, the codes in a second (core/fp8.h's
+// e4m3_from_float after one rounded division: the CPU reference's function itself). Loading weights is what
+// runs it, bound by memory bandwidth; the second pass mostly reads the row from L2.
+constexpr int kRowsThreads = 256;
+template <typename T>
+__global__ void __launch_bounds__(kRowsThreads)
+    quantize_fp8_rows_kernel(uint8_t* __restrict__ out, float* __restrict__ scales, const T* __restrict__ x,
+                             int64_t cols) {
+  begin_dependent_kernel();
+  __shared__ float shared[kRowsThreads / 32];
+  const T* row = x + static_cast<int64_t>(blockIdx.x) * cols;
+  float amax = 0.0f;
+  for (int64_t i = threadIdx.x; i < cols; i += kRowsThreads) amax = fmaxf(amax, fabsf(to_float(row[i])));
+  const float scale = fp8::scale_for_amax(block_max<kRowsThreads>(amax, shared));
+  if (threadIdx.x == 0) scales[blockIdx.x] = scale;
+  uint8_t* q = out + static_cast<int64_t>(blockIdx.x) * cols;
+  for (int64_t i = threadIdx.x; i < cols; i += kRowsThreads) q[i] = fp8::e4m3_from_float(__fdiv_rn(to_float(row[i]), scale));
 }
 
 template <int kThreads, int kChunks>
@@ -134,6 +157,18 @@ void launch_quantize_fp8(uint8_t* out, float* scales, const bf16* x, int64_t row
     launch_kernel(quantize_fp8_kernel<threads.value, chunks.value>, static_cast<unsigned>(rows), threads.value, 0,
                   stream, out, scales, x, cols, vec);
   });
+}
+
+void launch_quantize_fp8_rows(uint8_t* out, float* scales, const void* x, bool x_f32, int64_t rows, int64_t cols,
+                              cudaStream_t stream) {
+  if (rows <= 0) return;
+  if (x_f32) {
+    launch_kernel(quantize_fp8_rows_kernel<float>, static_cast<unsigned>(rows), kRowsThreads, 0, stream, out, scales,
+                  static_cast<const float*>(x), cols);
+  } else {
+    launch_kernel(quantize_fp8_rows_kernel<bf16>, static_cast<unsigned>(rows), kRowsThreads, 0, stream, out, scales,
+                  static_cast<const bf16*>(x), cols);
+  }
 }
 
 int silu_mul_fp8_split_parts(int64_t num_tokens, int64_t inter) {

@@ -65,6 +65,10 @@ void launch_silu_mul(bf16* out, const bf16* gate_up, int64_t num_tokens, int64_t
 void launch_add(bf16* out, const bf16* a, const bf16* b, int64_t n, cudaStream_t stream);
 // Per-token FP8 quantization (core/fp8.h): scales[r] = amax(row r) / 448, out = e4m3(x / scale). x: [rows, cols].
 void launch_quantize_fp8(uint8_t* out, float* scales, const bf16* x, int64_t rows, int64_t cols, cudaStream_t stream);
+// The same codes and scales for rows of any length, bf16 or f32 (x_f32): one CTA per row reading it twice
+// (weights quantized at load; rows longer than kMaxRowElements). x: [rows, cols].
+void launch_quantize_fp8_rows(uint8_t* out, float* scales, const void* x, bool x_f32, int64_t rows, int64_t cols,
+                              cudaStream_t stream);
 // launch_layer_norm's bf16 output, quantized per token as launch_quantize_fp8 would (the same bits), without
 // writing the bf16 row.  x: [T, H], out8: [T, H], scales: [T].
 void launch_layer_norm_fp8(uint8_t* out8, float* scales, const bf16* x, const bf16* w, int64_t num_tokens,
@@ -171,6 +175,11 @@ int paged_attention_splits(int64_t num_tokens, int64_t num_heads_kv, int64_t max
 // part_out: [T, Hq, splits, D] f32 and part_ml: [T, Hq, splits, 2] f32 scratch.
 void launch_paged_attention(const PagedAttentionParams& p, float* part_out, float* part_ml, int num_splits,
                             cudaStream_t stream);
+
+// data[i] = uniform_fill::value(seed, i, center, amplitude) for i < n (fill.cu), as bf16 (rounded to nearest
+// even) or f32 (data_f32). data 16-byte aligned.
+void launch_fill_uniform(void* data, bool data_f32, int64_t n, float center, float amplitude, uint64_t seed,
+                         cudaStream_t stream);
 
 // The sample op (sampling.cu): one CTA per row.
 struct SampleParams {
