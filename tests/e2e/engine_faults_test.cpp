@@ -19,8 +19,8 @@ namespace {
 
 using test::fixture;
 
-// The CPU backend with a device-memory limit: activation buffers ([rows, cols]) of more than `max_rows` rows
-// throw OutOfMemoryError, and a step whose token ids hold `poison` fails with a plain tide::Error.
+// The CPU backend with a device-memory limit, set once the model is loaded: buffers of [rows, cols] with more
+// than `max_rows` rows (the steps' activations) throw OutOfMemoryError, and a step whose token ids hold `poison` fails with a plain tide::Error.
 class FaultyBackend final : public ForwardingBackend {
  public:
   struct Faults {
@@ -110,8 +110,8 @@ std::vector<BatchRequest> requests(int n) {
 TEST(EngineFaults, OutOfMemoryStepsAreRetriedSmallerAndEveryRequestFinishes) {
   LogCapture log;
   auto faults = std::make_shared<FaultyBackend::Faults>();
-  faults->max_rows = 7;  // less than the prefill chunks of the batch
   Engine limited(fixture("cohere2-tiny"), std::make_unique<FaultyBackend>(faults), options());
+  faults->max_rows = 7;  // once the weights are loaded: less than the prefill chunks of the batch
   Engine plain(fixture("cohere2-tiny"), std::make_unique<CpuBackend>(), options());
   const std::vector<BatchRequest> batch = requests(12);
   const std::vector<GenerateResult> got = limited.generate_batch(batch);

@@ -272,11 +272,13 @@ TEST(ModelConfig, RealModelConfigsOfBenchModels) {
     EXPECT_EQ(c.logit_scale, 0.25) << w.dir;
     EXPECT_EQ(c.rope_theta, 50000.0) << w.dir;
     EXPECT_EQ(c.quantization, "") << w.dir;
-    ASSERT_EQ(c.groups.size(), 2u) << w.dir;
-    EXPECT_EQ(c.groups[0].window, 4096) << w.dir;
-    EXPECT_EQ(c.groups[0].num_layers(), w.layers * 3 / 4) << w.dir;
-    EXPECT_TRUE(c.groups[1].is_global()) << w.dir;
-    EXPECT_EQ(c.groups[1].layers.front(), 3) << w.dir;
+    // Three sliding groups (window 4096) and one global group, each of a quarter of the layers.
+    EXPECT_EQ(c.layers_per_kv_block, w.layers / 4) << w.dir;
+    ASSERT_EQ(c.groups.size(), 4u) << w.dir;
+    for (int g = 0; g < 3; ++g) EXPECT_EQ(c.groups[static_cast<size_t>(g)].window, 4096) << w.dir;
+    EXPECT_EQ(c.groups[0].num_layers(), w.layers / 4) << w.dir;
+    EXPECT_TRUE(c.groups[3].is_global()) << w.dir;
+    EXPECT_EQ(c.groups[3].layers.front(), 3) << w.dir;
   }
 }
 
