@@ -5,8 +5,8 @@
 #
 #   tools/gpu/serve_bench.sh TIDE MODEL_DIR [WORKLOAD ...]
 #
-# TIDE: the tide program; MODEL_DIR: a folder with the model's config.json (bench/models/...). Workloads (all
-# by default):
+# TIDE: the tide program; MODEL_DIR: a folder with the model's config.json (bench/models/...), served with at
+# least 131072 positions. Workloads (all by default):
 #   load        seconds to ready: bf16 weights, then --quantization fp8
 #   one         1 stream, 1000 prompt tokens, 200 out: TPOT against the batch-1 decode step
 #   long        1 stream, a 32000-token prompt, 1 token out, 3 times: TTFT against a 32K prefill
@@ -21,6 +21,16 @@ workloads=("$@")
 [[ ${#workloads[@]} -gt 0 ]] || workloads=(load one long prefix many many-bf16kv)
 out=${OUT:-gpu-out}
 mkdir -p "$out"
+# R7B's config.json declares 8192 positions though the model runs 128K (its RoPE has no scaling): the long
+# workloads serve a copy with at least 131072.
+serve_dir=$(mktemp -d)
+python3 - "$model/config.json" "$serve_dir/config.json" <<'EOF'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c["max_position_embeddings"] = max(c.get("max_position_embeddings", 0), 131072)
+json.dump(c, open(sys.argv[2], "w"), indent=2)
+EOF
+model=$serve_dir
 port=8123
 base="http://127.0.0.1:$port"
 
