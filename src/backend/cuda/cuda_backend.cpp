@@ -416,8 +416,6 @@ void CudaBackend::sample(Tensor out_ids, Tensor logits, const SamplingBatch& bat
   if (bytes > sample_capacity_) {
     TIDE_CUDA_CHECK(cudaStreamSynchronize(stream_));  // no queued kernel still reads the old device buffer
     cudaFreeHost(sample_staging_);
-  cudaFreeHost(staging_);
-  for (cudaEvent_t e : staging_done_) cudaEventDestroy(e);
     cudaFree(sample_device_);
     sample_capacity_ = std::max<size_t>(bytes * 2, 64 << 10);
     TIDE_CUDA_CHECK(cudaHostAlloc(&sample_staging_, sample_capacity_, cudaHostAllocDefault));
