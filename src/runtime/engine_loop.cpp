@@ -4,6 +4,7 @@
 // requests at once) follow; another fault ends the step's requests with the error, logged. The thread-safe
 // side (submit, stats) is at the end.
 #include <algorithm>
+#include <chrono>
 #include <random>
 #include <unordered_map>
 
@@ -16,6 +17,14 @@
 namespace tide {
 
 // ---  the step loop
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+}  // namespace
 
 struct Engine::Submission {
   std::shared_ptr<RequestHandle> handle;
@@ -55,6 +64,7 @@ class Engine::Loop {
         stop = inbox.stop;
       }
       Outbox out;
+      bool stepped = false;
       {
         std::lock_guard step_lock(engine_.step_mutex_);
         for (Submission& s : submissions) start(std::move(s), out);
@@ -63,9 +73,15 @@ class Engine::Loop {
           for (RequestId id : outputs_.requests()) scheduler_->abort(id);
         }
         finish(scheduler_->take_finished(), out);
-        if (!stop && scheduler_->has_unfinished()) step(out);
+        stepped = !stop && scheduler_->has_unfinished();
+        if (stepped) step(out);
       }
+      const Clock::time_point delivering = Clock::now();
       out.deliver();
+      if (stepped) {
+        std::lock_guard step_lock(engine_.step_mutex_);
+        engine_.stats_.output_seconds += seconds_since(delivering);
+      }
       if (stop) return;
     }
   }
@@ -131,6 +147,7 @@ class Engine::Loop {
 
   // One step: plan, block copies, forward and sampling, then the deltas it produces.
   void step(Outbox& out) {
+    const Clock::time_point planning = Clock::now();
     ScheduledStep step;
     try {
       step = scheduler_->schedule();
@@ -145,6 +162,9 @@ class Engine::Loop {
       fail_all(fmt::format("the KV cache's block copies failed: {}", e.what()), out);
       return;
     }
+    EngineStats& stats = engine_.stats_;
+    const Clock::time_point executing = Clock::now();
+    stats.schedule_seconds += std::chrono::duration<double>(executing - planning).count();
     StepOutputs outputs;
     if (step.empty()) {
       // The scheduler makes progress or finishes requests with an error; a long run of empty steps is a bug.
@@ -171,6 +191,8 @@ class Engine::Loop {
         return;
       }
     }
+    const Clock::time_point processing = Clock::now();
+    stats.execute_seconds += std::chrono::duration<double>(processing - executing).count();
     scheduler_->update(step, outputs.sampled);
     count(step);
     std::vector<std::unique_ptr<Request>> done = scheduler_->take_finished();
@@ -178,6 +200,7 @@ class Engine::Loop {
     for (std::unique_ptr<Request>& r : scheduler_->take_finished()) done.push_back(std::move(r));
     finish(done, out);
     if (!step.empty()) relax_limits();
+    stats.output_seconds += seconds_since(processing);
   }
 
   void count(const ScheduledStep& step) {

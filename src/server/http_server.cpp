@@ -272,15 +272,26 @@ void HttpServer::State::periodic_log() {
         queries += r.stats.queries;
         hits += r.stats.hits;
       }
+      std::string shares;
       for (const auto& [window, blocks] : by_window) {
-        kv += fmt::format("{} {} {:.1f}%", kv.find('(') == std::string::npos ? " (" : ", ",
-                          window == 0 ? "global" : fmt::format("sliding {}", window), 100.0 * blocks / capacity);
+        shares += fmt::format("{}{} {:.1f}%", shares.empty() ? "" : ", ",
+                              window == 0 ? "global" : fmt::format("sliding {}", window), 100.0 * blocks / capacity);
       }
-      kv += ")";
+      kv += " (" + shares + ")";
+      // The mean step of the interval and where its time went.
+      const double steps = std::max<double>(1.0, static_cast<double>(s.num_steps - last.num_steps));
+      const auto step_ms = [&](double now, double before) { return 1000.0 * (now - before) / steps; };
       log_line(fmt::format("prompt throughput {:.1f} tokens/s, generation throughput {:.1f} tokens/s, running {}, "
-                           "waiting {}, KV use {}, prefix cache hit rate {:.1f}%",
+                           "waiting {}, KV use {}, prefix cache hit rate {:.1f}%, {} steps of {:.2f} ms (schedule "
+                           "{:.2f}, execute {:.2f}, output {:.2f})",
                            (s.prompt_tokens - last.prompt_tokens) / dt, (s.generation_tokens - last.generation_tokens) / dt,
-                           s.num_running, s.num_waiting, kv, queries == 0 ? 0.0 : 100.0 * hits / queries));
+                           s.num_running, s.num_waiting, kv, queries == 0 ? 0.0 : 100.0 * hits / queries,
+                           s.num_steps - last.num_steps,
+                           step_ms(s.schedule_seconds + s.execute_seconds + s.output_seconds,
+                                   last.schedule_seconds + last.execute_seconds + last.output_seconds),
+                           step_ms(s.schedule_seconds, last.schedule_seconds),
+                           step_ms(s.execute_seconds, last.execute_seconds),
+                           step_ms(s.output_seconds, last.output_seconds)));
     }
     last = s;
     last_time = now;
