@@ -61,9 +61,12 @@ struct EngineStats {
   int64_t prompt_tokens = 0;        // prompt tokens computed (a reused prefix is not computed; recomputes are)
   int64_t generation_tokens = 0;    // tokens sampled
   int64_t num_requests_finished = 0;
-  // Where the loop's time went, summed over the steps run: planning them (the scheduler, block copies
-  // queued), running them (forward pass and sampling, until the sampled ids are back from the device), and
-  // their results (committing, detokenizing, stop strings, building and handing out deltas).
+  // Where the loop's time went, summed over the steps run: the steps' wall time, and in it planning them
+  // (the scheduler, block copies queued), running them (queueing the forward pass and sampling, waiting for
+  // the sampled ids) and their results (committing, detokenizing, stop strings, building and handing out
+  // deltas; mostly while the next step runs on the device, so the three parts add up to more than the wall
+  // time).
+  double step_seconds = 0;
   double schedule_seconds = 0;
   double execute_seconds = 0;
   double output_seconds = 0;

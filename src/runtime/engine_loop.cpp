@@ -5,6 +5,7 @@
 // side (submit, stats) is at the end.
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <random>
 #include <unordered_map>
 
@@ -67,6 +68,8 @@ class Engine::Loop {
       bool stepped = false;
       {
         std::lock_guard step_lock(engine_.step_mutex_);
+        // A cancel or a stop ends requests at once: the results of the step before come first.
+        if (!cancels.empty() || stop) flush_previous(out);
         for (Submission& s : submissions) start(std::move(s), out);
         for (uint64_t handle : cancels) cancel(handle);
         if (stop) {
@@ -74,7 +77,13 @@ class Engine::Loop {
         }
         finish(scheduler_->take_finished(), out);
         stepped = !stop && scheduler_->has_unfinished();
-        if (stepped) step(out);
+        if (stepped) {
+          const Clock::time_point stepping = Clock::now();
+          step(out);
+          engine_.stats_.step_seconds += seconds_since(stepping);
+        }
+        // Nothing left to compute beside them: the last step's results go out now.
+        if (!scheduler_->has_unfinished()) flush_previous(out);
       }
       const Clock::time_point delivering = Clock::now();
       out.deliver();
@@ -145,7 +154,9 @@ class Engine::Loop {
     for (RequestId id : outputs_.requests_of(handle)) scheduler_->abort(id);
   }
 
-  // One step: plan, block copies, forward and sampling, then the deltas it produces.
+  // One step: plan, block copies, queue forward and sampling on the device; while it computes, the previous
+  // step's results become deltas (handed out at once); then its sampled ids are committed, and its own results
+  // wait for the next step to be processed (or for flush_previous when nothing else runs).
   void step(Outbox& out) {
     const Clock::time_point planning = Clock::now();
     ScheduledStep step;
@@ -169,38 +180,67 @@ class Engine::Loop {
     if (step.empty()) {
       // The scheduler makes progress or finishes requests with an error; a long run of empty steps is a bug.
       TIDE_CHECK(++idle_steps_ < 1000);
+      flush_previous(out);
     } else {
       idle_steps_ = 0;
+      const char* phase = "launch";
       try {
         int top_logprobs = -1;
         const SamplingBatch sampling = outputs_.sampling_batch(step, *scheduler_, top_logprobs);
-        outputs = engine_.executor_.execute(step, sampling, top_logprobs);
+        LaunchedStep launched = engine_.executor_.launch(step, sampling, top_logprobs);
+        const Clock::time_point overlapping = Clock::now();
+        flush_previous(out);
+        const Clock::time_point delivering = Clock::now();
+        out.deliver();
+        stats.output_seconds += seconds_since(delivering);
+        stats.execute_seconds -= seconds_since(overlapping);  // output time, while the device computes
+        phase = "collect";
+        outputs = engine_.executor_.collect(std::move(launched));
       } catch (const OutOfMemoryError& e) {
-        scheduler_->retract(step);
+        retracted(step, out);
         on_out_of_memory(step, e.what());
         finish(scheduler_->take_finished(), out);
         return;
       } catch (const std::exception& e) {
         // A fault of the step (the backend's, or an input it refused): its requests end with the error; the
         // others go on.
-        scheduler_->retract(step);
+        retracted(step, out);
         const std::string error = fmt::format("the engine step failed: {}", e.what());
-        log_info("a step of {} tokens over {} requests failed: {}", step.num_tokens(), step.seqs.size(), e.what());
+        log_info("a step of {} tokens over {} requests failed ({}): {}", step.num_tokens(), step.seqs.size(), phase,
+                 e.what());
         for (const ScheduledSequence& s : step.seqs) scheduler_->finish(s.request_id, FinishReason::kError, error);
         finish(scheduler_->take_finished(), out);
         return;
       }
     }
-    const Clock::time_point processing = Clock::now();
-    stats.execute_seconds += std::chrono::duration<double>(processing - executing).count();
+    const Clock::time_point committing = Clock::now();
+    stats.execute_seconds += std::chrono::duration<double>(committing - executing).count();
     scheduler_->update(step, outputs.sampled);
     count(step);
-    std::vector<std::unique_ptr<Request>> done = scheduler_->take_finished();
-    outputs_.on_step(step, outputs, *scheduler_, done, out);
-    for (std::unique_ptr<Request>& r : scheduler_->take_finished()) done.push_back(std::move(r));
-    finish(done, out);
-    if (!step.empty()) relax_limits();
-    stats.output_seconds += seconds_since(processing);
+    Processed done{std::move(step), std::move(outputs), scheduler_->take_finished()};
+    outputs_.record(done.step, *scheduler_, done.done);
+    previous_ = std::move(done);
+    stats.output_seconds += seconds_since(committing);
+  }
+
+  // The previous step's results (text, stop strings, logprobs, prompt logits) and the final deltas of the
+  // requests it finished.
+  void flush_previous(Outbox& out) {
+    if (!previous_) return;
+    const Clock::time_point processing = Clock::now();
+    Processed& p = *previous_;
+    outputs_.on_step(p.step, p.outputs, *scheduler_, p.done, out);
+    for (std::unique_ptr<Request>& r : scheduler_->take_finished()) p.done.push_back(std::move(r));
+    finish(p.done, out);
+    if (!p.step.empty()) relax_limits();
+    previous_.reset();
+    engine_.stats_.output_seconds += seconds_since(processing);
+  }
+
+  // `step` did not run: it is taken back, and the previous step's results are processed now.
+  void retracted(const ScheduledStep& step, Outbox& out) {
+    scheduler_->retract(step);
+    flush_previous(out);
   }
 
   void count(const ScheduledStep& step) {
@@ -261,14 +301,23 @@ class Engine::Loop {
 
   // Every request ends with `error`; the scheduler and the KV cache start over, the prefix cache empty.
   void fail_all(const std::string& error, Outbox& out) {
+    flush_previous(out);
     engine_.stats_.num_requests_finished += static_cast<int64_t>(outputs_.size());
     outputs_.fail_all(error, out);
     reset_scheduler(/*forget_cache=*/true);
   }
 
+  // A step committed in the scheduler whose results are not processed yet.
+  struct Processed {
+    ScheduledStep step;
+    StepOutputs outputs;
+    std::vector<std::unique_ptr<Request>> done;  // the requests its update finished
+  };
+
   Engine& engine_;
   OutputProcessor outputs_;
   std::unique_ptr<Scheduler> scheduler_;
+  std::optional<Processed> previous_;
   int64_t idle_steps_ = 0;
   int64_t past_preemptions_ = 0;  // of schedulers replaced after a failed step
   int64_t steps_since_oom_ = 0;

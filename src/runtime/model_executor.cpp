@@ -17,9 +17,9 @@ void ModelExecutor::copy_blocks(std::span<const BlockCopy> copies) {
   if (!copies.empty()) backend_->copy_blocks(kv_.front(), host_kv_, copies);
 }
 
-StepOutputs ModelExecutor::execute(const ScheduledStep& step, const SamplingBatch& sampling, int top_logprobs) {
+LaunchedStep ModelExecutor::launch(const ScheduledStep& step, const SamplingBatch& sampling, int top_logprobs) {
   TIDE_CHECK(!step.empty());
-  StepOutputs out;
+  LaunchedStep out;
   const Tensor logits = model_.forward(step.batch, kv_);
   const auto num_sampled = static_cast<int64_t>(step.sample_ids.size());
   const auto vocab = static_cast<size_t>(model_.config().vocab_size);
@@ -33,6 +33,7 @@ StepOutputs ModelExecutor::execute(const ScheduledStep& step, const SamplingBatc
                                      host.begin() + static_cast<std::ptrdiff_t>((r + 1) * vocab));
     }
   }
+  out.ids = backend_->alloc_uninitialized(DType::kI32, Shape{num_sampled});
   if (num_sampled == 0) return out;
   const Tensor sample_logits = logits.slice_rows(0, num_sampled);
   // The sample op penalizes the logits in place: logprobs read a copy of the model's.
@@ -41,21 +42,27 @@ StepOutputs ModelExecutor::execute(const ScheduledStep& step, const SamplingBatc
     raw = backend_->alloc_uninitialized(sample_logits.dtype, sample_logits.shape);
     backend_->copy(raw, sample_logits);
   }
-  Tensor ids = backend_->alloc_uninitialized(DType::kI32, Shape{num_sampled});
-  backend_->sample(ids, sample_logits, sampling);
-  out.sampled.resize(static_cast<size_t>(num_sampled));
-  backend_->download(ids, out.sampled.data());
+  backend_->sample(out.ids, sample_logits, sampling);
   if (top_logprobs < 0) return out;
-  const int n = top_logprobs;
-  Tensor values = backend_->alloc_uninitialized(DType::kF32, Shape{num_sampled, 1 + n});
-  Tensor top_ids = backend_->alloc_uninitialized(DType::kI32, Shape{num_sampled, n});
-  backend_->logprobs(values, top_ids, raw, ids, n);
-  std::vector<float> v(static_cast<size_t>(values.numel()));
-  std::vector<int32_t> t(static_cast<size_t>(top_ids.numel()));
-  backend_->download(values, v.data());
-  if (n > 0) backend_->download(top_ids, t.data());
-  const auto width = static_cast<size_t>(n);
-  out.logprobs.resize(static_cast<size_t>(num_sampled));
+  out.top_logprobs = top_logprobs;
+  out.values = backend_->alloc_uninitialized(DType::kF32, Shape{num_sampled, 1 + top_logprobs});
+  out.top_ids = backend_->alloc_uninitialized(DType::kI32, Shape{num_sampled, top_logprobs});
+  backend_->logprobs(out.values, out.top_ids, raw, out.ids, top_logprobs);
+  return out;
+}
+
+StepOutputs ModelExecutor::collect(LaunchedStep launched) {
+  StepOutputs out;
+  out.prompt_logits = std::move(launched.prompt_logits);
+  out.sampled.resize(static_cast<size_t>(launched.ids.numel()));
+  if (!out.sampled.empty()) backend_->download(launched.ids, out.sampled.data());
+  if (launched.top_logprobs < 0 || out.sampled.empty()) return out;
+  const auto width = static_cast<size_t>(launched.top_logprobs);
+  std::vector<float> v(static_cast<size_t>(launched.values.numel()));
+  std::vector<int32_t> t(static_cast<size_t>(launched.top_ids.numel()));
+  backend_->download(launched.values, v.data());
+  if (width > 0) backend_->download(launched.top_ids, t.data());
+  out.logprobs.resize(out.sampled.size());
   for (size_t r = 0; r < out.logprobs.size(); ++r) {
     out.logprobs[r].id = out.sampled[r];
     out.logprobs[r].logprob = v[r * (1 + width)];

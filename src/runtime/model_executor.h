@@ -19,6 +19,14 @@
 
 namespace tide {
 
+// A step queued on the device whose sampled ids are not back yet (ModelExecutor::launch).
+struct LaunchedStep {
+  Tensor ids;                                     // [rows to sample] i32, device memory
+  Tensor values, top_ids;                         // logprobs, when asked for
+  int top_logprobs = -1;
+  std::vector<std::vector<float>> prompt_logits;  // already on the host
+};
+
 // What one step gives back.
 struct StepOutputs {
   std::vector<int32_t> sampled;                   // [step.sample_ids.size()]
@@ -45,7 +53,14 @@ class ModelExecutor {
   // and copies the prompt rows' logits to the host. Throws OutOfMemoryError when the device has no memory for
   // the step, tide::Error on other failures; the KV cache then holds nothing of the step that matters (its
   // positions are computed again).
-  StepOutputs execute(const ScheduledStep& step, const SamplingBatch& sampling, int top_logprobs);
+  StepOutputs execute(const ScheduledStep& step, const SamplingBatch& sampling, int top_logprobs) {
+    return collect(launch(step, sampling, top_logprobs));
+  }
+  // execute() in two halves: launch() queues the step on the device and returns (the prompt rows' logits, when
+  // asked for, are copied back at once); collect() waits for the sampled ids. The host may do other work in
+  // between, while the device computes. Launch throws as execute does; collect only on a device fault.
+  LaunchedStep launch(const ScheduledStep& step, const SamplingBatch& sampling, int top_logprobs);
+  StepOutputs collect(LaunchedStep launched);
 
  private:
   std::unique_ptr<Backend> backend_;

@@ -71,29 +71,53 @@ SamplingBatch OutputProcessor::sampling_batch(const ScheduledStep& step, const S
   return batch;
 }
 
+namespace {
+
+// The request of `id`: live in the scheduler or among `done`; null when neither has it (it ended since).
+const Request* find_request(RequestId id, const Scheduler& scheduler, const std::vector<std::unique_ptr<Request>>& done) {
+  if (const Request* r = scheduler.find(id)) return r;
+  for (const std::unique_ptr<Request>& r : done) {
+    if (r->id == id) return r.get();
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+void OutputProcessor::record(const ScheduledStep& step, const Scheduler& scheduler,
+                             const std::vector<std::unique_ptr<Request>>& done) {
+  for (RequestId id : step.sample_ids) {
+    const auto it = samples_.find(id);
+    const Request* r = find_request(id, scheduler, done);
+    if (it == samples_.end() || !r) continue;
+    Sample& s = it->second;
+    const auto ids = r->output_ids();
+    for (; s.recorded < r->num_output_tokens(); ++s.recorded) {
+      if (s.live->options.sampling.has_penalties()) s.history.add_output(ids[static_cast<size_t>(s.recorded)]);
+    }
+  }
+}
+
 void OutputProcessor::on_step(const ScheduledStep& step, StepOutputs& outputs, Scheduler& scheduler,
                               const std::vector<std::unique_ptr<Request>>& done, Outbox& out) {
-  std::unordered_map<RequestId, const Request*> done_by_id;
-  for (const std::unique_ptr<Request>& r : done) done_by_id.emplace(r->id, r.get());
-  auto request = [&](RequestId id) {
-    const Request* r = scheduler.find(id);
-    return r ? r : done_by_id.at(id);
-  };
   for (size_t i = 0; i < step.prompt_rows.size(); ++i) {
     const RequestId id = step.prompt_rows[i].request_id;
-    delta(id, samples_.at(id), out).prompt_logits.push_back(std::move(outputs.prompt_logits.at(i)));
+    if (const auto it = samples_.find(id); it != samples_.end()) {
+      delta(id, it->second, out).prompt_logits.push_back(std::move(outputs.prompt_logits.at(i)));
+    }
   }
   for (size_t row = 0; row < step.sample_ids.size(); ++row) {
     const RequestId id = step.sample_ids[row];
-    const Request* r = request(id);
-    Sample& s = samples_.at(id);
+    const auto it = samples_.find(id);
+    const Request* r = find_request(id, scheduler, done);
+    if (it == samples_.end() || !r) continue;  // ended (and reported) since the step
+    Sample& s = it->second;
     const GenerateOptions& o = s.live->options;
-    if (s.emitted == r->num_output_tokens()) continue;  // cancelled during the step: no new id
+    if (s.emitted >= r->num_output_tokens()) continue;  // cancelled during the step: no new id
     SampleDelta& d = delta(id, s, out);
     const auto ids = r->output_ids();
     for (; s.emitted < r->num_output_tokens(); ++s.emitted) {
       const int32_t token = ids[static_cast<size_t>(s.emitted)];
-      if (o.sampling.has_penalties()) s.history.add_output(token);
       d.ids.push_back(token);
       if (o.logprobs >= 0) {
         TokenLogprobs lp = outputs.logprobs.at(row);

@@ -56,9 +56,12 @@ class OutputProcessor {
   // The sample op's inputs for `step`'s rows to sample (views of buffers kept until the next call), and the
   // most top logprobs any of them asked for (-1: none).
   SamplingBatch sampling_batch(const ScheduledStep& step, const Scheduler& scheduler, int& top_logprobs);
-  // After Scheduler::update(step): the new ids of every sampled row (history, text, stop strings, logprobs)
-  // and the prompt rows' logits into `out`. A stop string finishes its request in `scheduler`.
-  // `done`: requests the update finished (the scheduler no longer finds them).
+  // Right after Scheduler::update(step): the new ids go into the penalties' history, so that the next step's
+  // sampling inputs see them. `done`: requests the update finished (the scheduler no longer finds them).
+  void record(const ScheduledStep& step, const Scheduler& scheduler, const std::vector<std::unique_ptr<Request>>& done);
+  // Then, possibly while the next step runs: the new ids of every sampled row (text, stop strings, logprobs)
+  // and the prompt rows' logits into `out`. A stop string finishes its request in `scheduler` (in the step
+  // in flight, if it is in one: that step's id for it is dropped). Samples that ended meanwhile are skipped.
   void on_step(const ScheduledStep& step, StepOutputs& outputs, Scheduler& scheduler,
                const std::vector<std::unique_ptr<Request>>& done, Outbox& out);
   // The final deltas of finished requests (text held back, finish reason, statistics); forgets them.
@@ -76,6 +79,7 @@ class OutputProcessor {
     TokenHistory history;  // for the penalties and logit_bias
     TextStream text;
     int64_t emitted = 0;   // output ids already in a delta
+    int64_t recorded = 0;  // output ids already in the history
   };
   SampleDelta& delta(RequestId id, const Sample& s, Outbox& out) { return out.of(id, s.live->handle, s.index); }
 

@@ -283,12 +283,11 @@ void HttpServer::State::periodic_log() {
       const auto step_ms = [&](double now, double before) { return 1000.0 * (now - before) / steps; };
       log_line(fmt::format("prompt throughput {:.1f} tokens/s, generation throughput {:.1f} tokens/s, running {}, "
                            "waiting {}, KV use {}, prefix cache hit rate {:.1f}%, {} steps of {:.2f} ms (schedule "
-                           "{:.2f}, execute {:.2f}, output {:.2f})",
+                           "{:.2f}, execute {:.2f}, output {:.2f} overlapping the next step)",
                            (s.prompt_tokens - last.prompt_tokens) / dt, (s.generation_tokens - last.generation_tokens) / dt,
                            s.num_running, s.num_waiting, kv, queries == 0 ? 0.0 : 100.0 * hits / queries,
                            s.num_steps - last.num_steps,
-                           step_ms(s.schedule_seconds + s.execute_seconds + s.output_seconds,
-                                   last.schedule_seconds + last.execute_seconds + last.output_seconds),
+                           step_ms(s.step_seconds, last.step_seconds),
                            step_ms(s.schedule_seconds, last.schedule_seconds),
                            step_ms(s.execute_seconds, last.execute_seconds),
                            step_ms(s.output_seconds, last.output_seconds)));
