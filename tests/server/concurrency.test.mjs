@@ -3,7 +3,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
-import { startServer, post, metricValues } from './harness.mjs';
+import { startServer, post, metricValues, waitForIdle } from './harness.mjs';
 
 let server;
 let client;
@@ -19,19 +19,6 @@ async function metrics() {
   return (await fetch(`${server.base}/metrics`)).text();
 }
 
-// Waits until no request runs or waits and no layer group has a block in use.
-async function waitForIdle() {
-  const deadline = Date.now() + 15000;
-  for (;;) {
-    const text = await metrics();
-    const inUse = Object.values(metricValues(text, 'tide_kv_cache_blocks_in_use'));
-    const running = metricValues(text, 'tide_num_requests_running')[''];
-    const waiting = metricValues(text, 'tide_num_requests_waiting')[''];
-    if (inUse.length > 0 && inUse.every((v) => v === 0) && running === 0 && waiting === 0) return text;
-    if (Date.now() > deadline) assert.fail(`the server never went idle:\n${text}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 test('64 concurrent streaming clients all complete', async () => {
   const one = async (i) => {
@@ -54,7 +41,7 @@ test('64 concurrent streaming clients all complete', async () => {
     assert.equal(r.finish, 'length');
     assert.equal(r.usage.completion_tokens, 24);
   }
-  await waitForIdle();
+  await waitForIdle(server.base);
 });
 
 test('clients killed mid-stream cancel their requests and free their blocks', async () => {
@@ -81,7 +68,7 @@ test('clients killed mid-stream cancel their requests and free their blocks', as
     }, 1500);
   });
 
-  const text = await waitForIdle();
+  const text = await waitForIdle(server.base);
   const aborted = metricValues(text, 'tide_request_success_total')['{finished_reason="abort"}'] ?? 0;
   assert.equal(aborted - before, killed + 1);
   // And the server still answers.

@@ -79,3 +79,18 @@ export function metricValues(text, name) {
   }
   return out;
 }
+
+// Waits until the server at `base` runs and queues no request and no layer group holds a KV block (the
+// blocks of every finished or cancelled request are back); returns the last /metrics text.
+export async function waitForIdle(base, timeoutMs = 30000) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const text = await (await fetch(`${base}/metrics`)).text();
+    const inUse = Object.values(metricValues(text, 'tide_kv_cache_blocks_in_use'));
+    const running = metricValues(text, 'tide_num_requests_running')[''];
+    const waiting = metricValues(text, 'tide_num_requests_waiting')[''];
+    if (inUse.length > 0 && inUse.every((v) => v === 0) && running === 0 && waiting === 0) return text;
+    if (Date.now() > deadline) throw new Error(`the server never went idle:\n${text}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}

@@ -4,7 +4,7 @@
 // disturb the others; a request that could never fit is refused with 400 at once; the blocks come back.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { startServer, post, metricValues } from './harness.mjs';
+import { startServer, post, metricValues, waitForIdle } from './harness.mjs';
 
 const kRequests = 64;
 const kMaxTokens = 40;
@@ -24,18 +24,6 @@ async function metrics() {
   return (await fetch(`${server.base}/metrics`)).text();
 }
 
-async function waitForIdle() {
-  const deadline = Date.now() + 30000;
-  for (;;) {
-    const text = await metrics();
-    const inUse = Object.values(metricValues(text, 'tide_kv_cache_blocks_in_use'));
-    const running = metricValues(text, 'tide_num_requests_running')[''];
-    const waiting = metricValues(text, 'tide_num_requests_waiting')[''];
-    if (inUse.length > 0 && inUse.every((v) => v === 0) && running === 0 && waiting === 0) return text;
-    if (Date.now() > deadline) assert.fail(`the server never went idle:\n${text}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 // Streams request i (greedy, ignore_eos) and returns its token ids and finish reason; `stopAfter` chunks, the
 // client leaves.
@@ -66,7 +54,7 @@ test('each request alone', async () => {
     assert.equal(r.finish, 'length');
     assert.equal(r.ids.length, kMaxTokens);
   }
-  await waitForIdle();
+  await waitForIdle(server.base);
 });
 
 test('64 concurrent streams in a cache that holds a few: all finish with their own ids', async () => {
@@ -76,7 +64,7 @@ test('64 concurrent streams in a cache that holds a few: all finish with their o
     assert.equal(results[i].finish, 'length', `request ${i}`);
     assert.deepEqual(results[i].ids, alone[i].ids, `request ${i}`);
   }
-  const text = await waitForIdle();
+  const text = await waitForIdle(server.base);
   assert.ok(metricValues(text, 'tide_num_preemptions_total')[''] > preemptionsBefore, 'no preemption: no pressure');
   assert.equal(metricValues(text, 'tide_request_success_total')['{finished_reason="error"}'] ?? 0, 0);
 });
@@ -87,7 +75,7 @@ test('half of the clients leave mid-stream; the others are unaffected', async ()
     assert.equal(results[i].finish, 'length', `request ${i}`);
     assert.deepEqual(results[i].ids, alone[i].ids, `request ${i}`);
   }
-  await waitForIdle();
+  await waitForIdle(server.base);
 });
 
 test('a request that could never fit is refused at once; the running ones go on', async () => {
@@ -100,6 +88,6 @@ test('a request that could never fit is refused at once; the running ones go on'
     assert.equal(r.finish, 'length');
     assert.deepEqual(r.ids, alone[i].ids);
   }
-  const text = await waitForIdle();
+  const text = await waitForIdle(server.base);
   assert.equal(metricValues(text, 'tide_request_success_total')['{finished_reason="abort"}'] ?? 0, kRequests / 2);
 });
