@@ -90,8 +90,9 @@ void add_engine_flags(CLI::App* cmd, EngineFlags& flags) {
       ->check(CLI::IsMember({"auto", "fp8", "fp8_e4m3"}));
   cmd->add_option("--max-num-seqs", o.max_num_seqs, "Requests running at once")->capture_default_str();
   cmd->add_option("--max-num-batched-tokens", o.max_num_batched_tokens,
-                  "Tokens of one forward step, all requests together")
-      ->capture_default_str();
+                  "Tokens of one forward step, all requests together (0: 8192 on a GPU, 2048 on the CPU)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--max-model-len", o.max_model_len,
                   "Longest prompt + completion a request may ask for (0: the model's maximum)")
       ->capture_default_str()
