@@ -1,4 +1,4 @@
-// Ceilings measured in the same run (design/gpu.md): the device-to-device copy bandwidth (bytes read +
+// Ceilings measured in the same run: the device-to-device copy bandwidth (bytes read +
 // written); the read bandwidth of cuBLASLt's bf16 GEMV over the 256000 x 4096 logits matrix (2 GB, far past
 // L2: the practical ceiling of streaming weights, which decode bandwidth is compared to); the bf16 GEMM
 // throughput of CudaBackend::matmul (cuBLASLt) that prefill and attention FLOP rates are compared to, and the

@@ -12,7 +12,8 @@ namespace {
 
 using nlohmann::json;
 
-// design/cohere2.md, "Real model shapes". Command-A differs from R7B in width, depth and context only.
+// The real models' shapes (bench/models holds their config.json). Command-A differs from R7B in width, depth
+// and context only.
 json r7b_config() {
   return json{{"architectures", {"Cohere2ForCausalLM"}},
               {"model_type", "cohere2"},

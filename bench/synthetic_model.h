@@ -1,4 +1,4 @@
-// A synthetic Cohere2 model for benchmarks: the config of a real model (design/cohere2.md's shapes table, or
+// A synthetic Cohere2 model for benchmarks: the config of a real model (R7B's or Command-A's shapes, or
 // a config.json), validated by ModelConfig::from_json like a checkpoint's, and random bf16 weights generated
 // on the GPU (with --fp8: the linear layers quantized to E4M3 with one scale per row, as `tide quantize` does). No checkpoint, no host copies of the weights. Not for correctness: the values are noise.
 #pragma once

@@ -1,6 +1,6 @@
 // FP8 E4M3 (OCP "E4M3FN": 1 sign, 4 exponent bits with bias 7, 3 mantissa bits; no infinities, NaN =
-// S.1111.111, largest finite 448) and the quantization numerics of tide's FP8 path (design/cohere2.md, "FP8
-// checkpoints"): one f32 scale per weight row or per activation token, scale = amax / 448 (1 when amax is 0),
+// S.1111.111, largest finite 448) and the quantization numerics of tide's FP8 path (compressed-tensors'
+// FP8 checkpoints): one f32 scale per weight row or per activation token, scale = amax / 448 (1 when amax is 0),
 // q = e4m3(x / scale) rounded to nearest even and saturated to +-448. Integer-only conversions and single
 // IEEE divisions, so the CPU reference, the checkpoint writer and the CUDA kernels (which include this header;
 // plain C++17) compute the same bits; the GPU's own cvt.rn.satfinite.e4m3x2.f32 rounds the same way.

@@ -1,4 +1,4 @@
-// Cohere2Model: the Cohere2ForCausalLM forward pass (design/cohere2.md), written once against the Backend
+// Cohere2Model: the Cohere2ForCausalLM forward pass (transformers' modeling_cohere2), written once against the Backend
 // interface. One call runs a whole batch (prefill chunks and decode tokens of many sequences) over the paged
 // KV cache and returns logits only for the requested tokens. Owns no KV memory and no scheduling policy.
 #pragma once

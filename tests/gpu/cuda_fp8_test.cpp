@@ -23,15 +23,7 @@ namespace {
 using test::both;
 using test::fixture;
 
-class CudaFp8 : public ::testing::Test {
- protected:
-  void SetUp() override {
-    TIDE_REQUIRE_GPU();
-    gpu_ = std::make_unique<CudaBackend>();
-  }
-  CpuBackend cpu_;
-  std::unique_ptr<CudaBackend> gpu_;
-};
+class CudaFp8 : public test::CpuAndCudaTest {};
 
 TEST_F(CudaFp8, QuantizeMatchesTheCpuBitForBit) {
   for (int64_t cols : {int64_t{96}, int64_t{4096}, int64_t{12288}}) {

@@ -35,15 +35,7 @@ std::vector<T> host_values(const Tensor& t) {
   return std::vector<T>(t.as<T>(), t.as<T>() + t.nbytes() / sizeof(T));
 }
 
-class CudaLoad : public ::testing::Test {
- protected:
-  void SetUp() override {
-    TIDE_REQUIRE_GPU();
-    gpu_ = std::make_unique<CudaBackend>();
-  }
-  CpuBackend cpu_;
-  std::unique_ptr<CudaBackend> gpu_;
-};
+class CudaLoad : public test::CpuAndCudaTest {};
 
 // Every linear layer of `gpu` (loaded on the GPU) has the codes and scales of `cpu` (loaded on the CPU).
 void expect_same_fp8(Backend& gpu, const Cohere2Weights& on_gpu, const Cohere2Weights& on_cpu, const std::string& what) {

@@ -13,15 +13,8 @@ namespace {
 
 using test::both;
 
-class CudaOps : public ::testing::Test {
+class CudaOps : public test::CpuAndCudaTest {
  protected:
-  void SetUp() override {
-    TIDE_REQUIRE_GPU();
-    gpu_ = std::make_unique<CudaBackend>();
-  }
-  CpuBackend cpu_;
-  std::unique_ptr<CudaBackend> gpu_;
-
   // RoPE's inverse frequencies 50000^(-2j / d), F32 on both backends.
   test::Pair inv_freq(int64_t d) {
     std::vector<float> f;

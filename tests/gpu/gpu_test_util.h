@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <memory>
 #include <random>
 #include <vector>
 
@@ -14,6 +15,17 @@ namespace tide::test {
 
 #define TIDE_REQUIRE_GPU() \
   if (!::tide::CudaBackend::available()) GTEST_SKIP() << "no CUDA device"
+
+// A test on both backends: the CPU reference and the GPU (skipped without one).
+class CpuAndCudaTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    TIDE_REQUIRE_GPU();
+    gpu_ = std::make_unique<CudaBackend>();
+  }
+  CpuBackend cpu_;
+  std::unique_ptr<CudaBackend> gpu_;
+};
 
 // Random values rounded to bf16, so both backends start from exactly the same numbers.
 inline std::vector<float> random_bf16_values(size_t n, uint32_t seed, float scale = 1.0f, float mean = 0.0f) {

@@ -11,19 +11,14 @@
 
 #include "core/error.h"
 
+#include "block_pool_test_util.h"
+
 namespace tide {
 namespace {
 
-using Dir = BlockCopy::Direction;
-
-BlockKey key(uint64_t i) { return BlockKey{i, ~i}; }
-
-// Exact comparison of copy lists with readable failures.
-std::vector<std::tuple<Dir, int32_t, int32_t>> as_tuples(const std::vector<BlockCopy>& copies) {
-  std::vector<std::tuple<Dir, int32_t, int32_t>> out;
-  for (const BlockCopy& c : copies) out.emplace_back(c.direction, c.device_block, c.host_block);
-  return out;
-}
+using test::as_tuples;
+using test::Dir;
+using test::key;
 
 // Puts `k` in a cached (refcount 0) device block of `pool`'s group 0, the only free one left when the pool has
 // one block.
