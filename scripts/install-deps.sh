@@ -7,7 +7,7 @@ packages=(
   nlohmann-json3-dev libcli11-dev libfmt-dev
   libutf8proc-dev libpcre2-dev libopenblas-dev libxxhash-dev
   libgtest-dev libgmock-dev
-  libcpp-httplib-dev
+  libcpp-httplib-dev libboost1.81-dev
 )
 # Node.js and npm run the server tests: Debian's packages, unless a node and npm are already installed
 # (e.g. NodeSource's nodejs, which bundles npm and conflicts with Debian's npm package).
