@@ -38,6 +38,20 @@ class Fields {
     return v;
   }
 
+  // A positive integer at most `max` (the kMaxConfig* bounds of config.h).
+  int64_t bounded(const char* key, int64_t max) const {
+    const int64_t v = integer(key);
+    if (v <= 0 || v > max) fail("{}: field '{}' must be an integer in [1, {}], got {}", source_, key, max, v);
+    return v;
+  }
+
+  // A finite number in (0, max].
+  double positive_number(const char* key, double fallback, double max) const {
+    const double v = number(key, fallback);
+    if (!(v > 0) || !(v <= max)) fail("{}: field '{}' must be a finite number in (0, {}], got {}", source_, key, max, v);
+    return v;
+  }
+
   double number(const char* key) const { return number_of(at(key), key); }
   double number(const char* key, double fallback) const { return has(key) ? number(key) : fallback; }
 
@@ -54,7 +68,11 @@ class Fields {
   }
 
   int64_t integer_of(const json& v, const std::string& what) const {
-    if (!v.is_number_integer()) fail("{}: field '{}' must be an integer", source_, what);
+    if (!v.is_number_integer()) fail("{}: field '{}' must be an integer, got {}", source_, what, v.dump());
+    // Unsigned values beyond int64 would wrap to negative numbers: named as they are written.
+    if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) {
+      fail("{}: field '{}' is too large: {}", source_, what, v.dump());
+    }
     return v.get<int64_t>();
   }
 
@@ -253,21 +271,21 @@ ModelConfig ModelConfig::from_json(const json& j, const std::string& source) {
   if (act != "silu") fail("{}: field 'hidden_act' is '{}': only 'silu' is supported", source, act);
   if (f.boolean("attention_bias", false)) fail("{}: field 'attention_bias' is true: biases are not supported", source);
 
-  c.vocab_size = f.positive("vocab_size");
-  c.hidden_size = f.positive("hidden_size");
-  c.intermediate_size = f.positive("intermediate_size");
-  c.num_layers = f.positive("num_hidden_layers");
-  c.num_heads = f.positive("num_attention_heads");
-  c.num_heads_kv = f.has("num_key_value_heads") ? f.positive("num_key_value_heads") : c.num_heads;
-  c.max_position_embeddings = f.positive("max_position_embeddings");
+  // Sizes bounded first: every later product of them (shapes, byte counts, positions) stays in range.
+  c.vocab_size = f.bounded("vocab_size", kMaxConfigVocabSize);
+  c.hidden_size = f.bounded("hidden_size", kMaxConfigHiddenSize);
+  c.intermediate_size = f.bounded("intermediate_size", kMaxConfigIntermediateSize);
+  c.num_layers = f.bounded("num_hidden_layers", kMaxConfigLayers);
+  c.num_heads = f.bounded("num_attention_heads", kMaxConfigHeads);
+  c.num_heads_kv = f.has("num_key_value_heads") ? f.bounded("num_key_value_heads", kMaxConfigHeads) : c.num_heads;
+  c.max_position_embeddings = f.bounded("max_position_embeddings", kMaxConfigPositions);
   c.layer_norm_eps = f.number("layer_norm_eps");
-  c.logit_scale = f.number("logit_scale", 1.0);
+  c.logit_scale = f.positive_number("logit_scale", 1.0, kMaxConfigLogitScale);
   c.rope_theta = rope_theta_of(f, j);
   c.tie_word_embeddings = f.boolean("tie_word_embeddings", true);
   c.dtype = f.string("dtype", f.string("torch_dtype", ""));
   c.quantization = quantization_of(f, j);
 
-  if (c.vocab_size > INT32_MAX) fail("{}: field 'vocab_size' is too large: {}", source, c.vocab_size);
   if (c.hidden_size % c.num_heads != 0) {
     fail("{}: field 'hidden_size' ({}) is not divisible by 'num_attention_heads' ({})", source, c.hidden_size,
          c.num_heads);
@@ -278,8 +296,12 @@ ModelConfig ModelConfig::from_json(const json& j, const std::string& source) {
     fail("{}: field 'num_attention_heads' ({}) is not divisible by 'num_key_value_heads' ({})", source,
          c.num_heads, c.num_heads_kv);
   }
-  if (!(c.layer_norm_eps > 0)) fail("{}: field 'layer_norm_eps' must be positive", source);
-  if (!(c.rope_theta > 0)) fail("{}: field 'rope_theta' must be positive", source);
+  if (!(c.layer_norm_eps > 0 && c.layer_norm_eps <= 1)) {
+    fail("{}: field 'layer_norm_eps' must be a finite number in (0, 1], got {}", source, c.layer_norm_eps);
+  }
+  if (!(c.rope_theta > 0) || !std::isfinite(c.rope_theta)) {
+    fail("{}: field 'rope_theta' must be a finite positive number, got {}", source, c.rope_theta);
+  }
 
   if (f.has("bos_token_id")) c.bos_token_id = token_id(f, j.at("bos_token_id"), "bos_token_id");
   if (f.has("pad_token_id")) c.pad_token_id = token_id(f, j.at("pad_token_id"), "pad_token_id");
@@ -292,9 +314,16 @@ ModelConfig ModelConfig::from_json(const json& j, const std::string& source) {
     }
   }
 
+  // Special tokens the engine stops on or puts in prompts must be rows of the embedding.
+  auto check_in_vocab = [&](int32_t id, const char* what) {
+    if (id >= c.vocab_size) fail("{}: field '{}' is {}, outside the vocabulary (vocab_size {})", source, what, id, c.vocab_size);
+  };
+  if (c.bos_token_id) check_in_vocab(*c.bos_token_id, "bos_token_id");
+  for (int32_t id : c.eos_token_ids) check_in_vocab(id, "eos_token_id");
+
   const std::vector<bool> sliding = sliding_layers(f, j, c.num_layers);
   const bool any_sliding = std::find(sliding.begin(), sliding.end(), true) != sliding.end();
-  const int64_t window = any_sliding ? f.positive("sliding_window") : 0;
+  const int64_t window = any_sliding ? f.bounded("sliding_window", kMaxConfigPositions) : 0;
   for (bool s : sliding) c.layers.push_back(LayerSpec{s ? window : kGlobalWindow, s, 0, 0});
   build_groups(c);
   return c;

@@ -16,6 +16,18 @@ namespace tide {
 
 inline constexpr int64_t kGlobalWindow = 0;  // LayerSpec::window / LayerGroup::window of a global layer
 
+// Upper bounds of config.json's sizes, generous for any real model (the largest have about 128 layers,
+// hidden sizes near 16k, vocabularies near 256k and context lengths near 10M) and small enough that every
+// product the engine forms from them (weight and KV byte counts, positions in int32) fits in int64 / int32
+// without overflow. ModelConfig::from_json refuses values beyond them, naming the bound.
+inline constexpr int64_t kMaxConfigLayers = 1024;                 // num_hidden_layers
+inline constexpr int64_t kMaxConfigHiddenSize = int64_t{1} << 17;  // hidden_size: 131072
+inline constexpr int64_t kMaxConfigIntermediateSize = int64_t{1} << 20;  // intermediate_size: 1048576
+inline constexpr int64_t kMaxConfigHeads = 1024;                   // num_attention_heads, num_key_value_heads
+inline constexpr int64_t kMaxConfigVocabSize = int64_t{1} << 22;   // vocab_size: 4194304, the tokenizer's id bound
+inline constexpr int64_t kMaxConfigPositions = int64_t{1} << 24;   // max_position_embeddings, sliding_window: 16777216
+inline constexpr double kMaxConfigLogitScale = 1000.0;             // logit_scale in (0, 1000]
+
 struct LayerSpec {
   int64_t window = kGlobalWindow;  // keys p-window+1 .. p are attended; kGlobalWindow: keys 0 .. p
   bool rope = false;               // rotary embedding on q and k (Cohere2: sliding layers only)
@@ -67,7 +79,9 @@ struct ModelConfig {
 
   // Parses and validates a config.json object. `source` names the file in error messages.
   // Throws tide::Error naming the field for unknown architectures, unsupported features (rope scaling,
-  // biases, activations), missing or mistyped fields and inconsistent sizes.
+  // biases, activations), missing or mistyped fields, inconsistent sizes, sizes beyond the kMaxConfig* bounds,
+  // non-finite or out-of-range numbers (logit_scale, layer_norm_eps, rope_theta) and special token ids
+  // (bos, eos) outside the vocabulary.
   static ModelConfig from_json(const nlohmann::json& json, const std::string& source);
   // Reads DIR/config.json.
   static ModelConfig from_dir(const std::filesystem::path& dir);

@@ -284,3 +284,80 @@ TEST(ModelConfig, RealModelConfigsOfBenchModels) {
 
 }  // namespace
 }  // namespace tide
+
+namespace tide {
+namespace {
+
+// Sizes are bounded before any arithmetic uses them, numbers must be finite and of sane magnitude, and the
+// special token ids must lie in the vocabulary: each refusal names the field and, for a bound, the bound.
+TEST(ModelConfig, SizesAndNumbersOutOfRangeAreRefusedNamingTheBound) {
+  struct Case {
+    const char* field;
+    nlohmann::json value;
+    std::string needle;  // besides the field's name
+  };
+  const int64_t big = INT64_MAX;
+  const std::vector<Case> cases = {
+      {"num_hidden_layers", int64_t{1} << 40, "[1, 1024]"},
+      {"num_hidden_layers", 0, "[1, 1024]"},
+      {"num_hidden_layers", -8, "[1, 1024]"},
+      {"hidden_size", int64_t{1} << 20, "[1, 131072]"},
+      {"intermediate_size", big, "[1, 1048576]"},
+      {"num_attention_heads", 4096, "[1, 1024]"},
+      {"num_key_value_heads", 2048, "[1, 1024]"},
+      {"vocab_size", int64_t{1} << 31, "[1, 4194304]"},
+      {"max_position_embeddings", big, "[1, 16777216]"},
+      {"sliding_window", big, "[1, 16777216]"},
+      {"max_position_embeddings", 18446744073709551615ull, "too large"},
+      {"max_position_embeddings", 1e30, "integer"},
+      {"logit_scale", 1e300, "(0, 1000]"},
+      {"logit_scale", 0.0, "(0, 1000]"},
+      {"logit_scale", -0.25, "(0, 1000]"},
+      {"logit_scale", "0.25", "number"},
+      {"layer_norm_eps", 2.0, "(0, 1]"},
+      {"layer_norm_eps", -1e-5, "(0, 1]"},
+      {"rope_theta", 0.0, "positive"},
+      {"eos_token_id", 5000, "vocab_size 1024"},
+      {"eos_token_id", nlohmann::json::array({6, 1024}), "vocab_size 1024"},
+      {"bos_token_id", 1024, "vocab_size 1024"},
+  };
+  for (const Case& c : cases) {
+    nlohmann::json j = tiny_config();
+    j[c.field] = c.value;
+    const std::string error = error_of(j);
+    EXPECT_NE(error.find(std::string("'") + c.field + "'"), std::string::npos) << c.field << "=" << c.value << ": " << error;
+    EXPECT_NE(error.find(c.needle), std::string::npos) << c.field << "=" << c.value << ": " << error;
+    EXPECT_EQ(error.rfind("config.json: ", 0), 0u) << error;  // the file first
+  }
+  // rope_theta written as an overflowing literal parses as infinity: refused as not finite.
+  nlohmann::json inf = nlohmann::json::parse(R"({"rope_theta": 1e400})", nullptr, false);
+  if (!inf.is_discarded()) {
+    nlohmann::json j = tiny_config();
+    j["rope_theta"] = inf["rope_theta"];
+    EXPECT_NE(error_of(j).find("rope_theta"), std::string::npos) << error_of(j);
+  }
+}
+
+TEST(ModelConfig, TheBoundsThemselvesAreAccepted) {
+  nlohmann::json j = tiny_config();
+  j["max_position_embeddings"] = kMaxConfigPositions;
+  j["sliding_window"] = kMaxConfigPositions;
+  j["logit_scale"] = kMaxConfigLogitScale;
+  const ModelConfig c = ModelConfig::from_json(j, "config.json");
+  EXPECT_EQ(c.max_position_embeddings, kMaxConfigPositions);
+  EXPECT_EQ(c.layers[0].window, kMaxConfigPositions);
+  EXPECT_EQ(c.logit_scale, kMaxConfigLogitScale);
+  // The largest of every size at once: products the engine forms stay far from int64's range.
+  j["num_hidden_layers"] = kMaxConfigLayers;
+  j["hidden_size"] = kMaxConfigHiddenSize;
+  j["intermediate_size"] = kMaxConfigIntermediateSize;
+  j["num_attention_heads"] = kMaxConfigHeads;
+  j["num_key_value_heads"] = kMaxConfigHeads;
+  j["vocab_size"] = kMaxConfigVocabSize;
+  const ModelConfig most = ModelConfig::from_json(j, "config.json");
+  EXPECT_EQ(most.num_layers, kMaxConfigLayers);
+  EXPECT_LT(static_cast<double>(most.num_layers) * 3 * most.intermediate_size * most.hidden_size * 4, 0x1p62);
+}
+
+}  // namespace
+}  // namespace tide
