@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdlib>
 #include <thread>
@@ -22,10 +24,45 @@ struct ServeArgs {
   std::string served_model_name;
   std::string api_key;
   std::string chat_template;
+  bool protect_metrics = false;
+  int max_connections = 16384;
+  int64_t max_pending_samples = 4096;
+  double drain_timeout = 30;
+  double timeout_keep_alive = 5;
+  double timeout_request_header = 10;
+  double timeout_request_body = 60;
   EngineFlags engine;
 };
 
+std::chrono::milliseconds to_ms(double seconds) {
+  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000.0));
+}
+
 int g_signal_pipe[2] = {-1, -1};
+
+// A positive integer, said in words when it is not.
+CLI::Validator positive_int(const std::string& flag) {
+  return CLI::Validator(
+      [flag](std::string& value) -> std::string {
+        int64_t v = 0;
+        if (!CLI::detail::lexical_cast(value, v) || v < 1) return flag + " must be a positive integer, got " + value;
+        return {};
+      },
+      "POSITIVE");
+}
+
+// A duration in seconds: finite, > 0, at most a day.
+CLI::Validator seconds_check(const std::string& flag) {
+  return CLI::Validator(
+      [flag](std::string& value) -> std::string {
+        double v = 0;
+        if (!CLI::detail::lexical_cast(value, v) || !std::isfinite(v) || v <= 0 || v > 86400) {
+          return flag + " must be a number of seconds in (0, 86400], got " + value;
+        }
+        return {};
+      },
+      "SECONDS");
+}
 
 extern "C" void on_stop_signal(int) {
   const int saved = errno;
@@ -45,6 +82,13 @@ void run_serve(const ServeArgs& args) {
   so.served_model_name = args.served_model_name;
   so.api_key = args.api_key;
   if (!args.chat_template.empty()) so.chat_template = args.chat_template;
+  so.metrics_need_api_key = args.protect_metrics;
+  so.max_connections = args.max_connections;
+  so.max_pending_samples = args.max_pending_samples;
+  so.drain_timeout = to_ms(args.drain_timeout);
+  so.limits.idle = to_ms(args.timeout_keep_alive);
+  so.limits.header = to_ms(args.timeout_request_header);
+  so.limits.body = to_ms(args.timeout_request_body);
 
   // SIGINT / SIGTERM write to a pipe (the handler may run on any thread, OpenBLAS' included, so the signals
   // cannot simply be blocked and waited for); a watcher thread reads it and asks the server to stop. A client
@@ -61,11 +105,15 @@ void run_serve(const ServeArgs& args) {
   server::HttpServer server(so, [model = args.model, device, options] {
     return std::make_unique<Engine>(model, make_backend(device), options);
   });
+  // The first signal drains, a second one stops at once.
   std::thread watcher([&] {
-    char byte = 0;
-    while (read(g_signal_pipe[0], &byte, 1) < 0 && errno == EINTR) {
+    for (;;) {
+      char byte = 0;
+      const ssize_t n = read(g_signal_pipe[0], &byte, 1);
+      if (n < 0 && errno == EINTR) continue;
+      if (n != 1 || byte != 's') return;
+      server.stop();
     }
-    if (byte == 's') server.stop();
   });
   const int status = server.run();
   const char done = 'q';  // wakes the watcher when run() returned by itself (the model failed to load)
@@ -90,7 +138,34 @@ void add_serve_command(CLI::App& app) {
       ->check(CLI::Range(0, 65535));
   cmd->add_option("--served-model-name", args->served_model_name,
                   "The model name requests must use (default: MODEL as given)");
-  cmd->add_option("--api-key", args->api_key, "Require 'Authorization: Bearer KEY' on /v1 endpoints");
+  cmd->add_option("--api-key", args->api_key,
+                  "Require 'Authorization: Bearer KEY' on every endpoint but /health and /metrics");
+  cmd->add_flag("--protect-metrics", args->protect_metrics, "Require the API key on /metrics too");
+  cmd->add_option("--max-connections", args->max_connections,
+                  "Open connections at most; beyond, new connections are closed at once")
+      ->capture_default_str()
+      ->check(positive_int("--max-connections"));
+  cmd->add_option("--max-pending-samples", args->max_pending_samples,
+                  "Samples (prompts x n) running or waiting at most; beyond, requests get 429 with Retry-After")
+      ->capture_default_str()
+      ->check(positive_int("--max-pending-samples"));
+  cmd->add_option("--drain-timeout", args->drain_timeout,
+                  "Seconds running requests may take to finish after SIGTERM / SIGINT; then they end with "
+                  "finish_reason \"abort\" (a second signal: at once)")
+      ->capture_default_str()
+      ->check(seconds_check("--drain-timeout"));
+  cmd->add_option("--timeout-keep-alive", args->timeout_keep_alive,
+                  "Seconds an idle kept-alive connection may wait for its next request")
+      ->capture_default_str()
+      ->check(seconds_check("--timeout-keep-alive"));
+  cmd->add_option("--timeout-request-header", args->timeout_request_header,
+                  "Seconds a client may take to send a request's header")
+      ->capture_default_str()
+      ->check(seconds_check("--timeout-request-header"));
+  cmd->add_option("--timeout-request-body", args->timeout_request_body,
+                  "Seconds a client may take to send a request's body")
+      ->capture_default_str()
+      ->check(seconds_check("--timeout-request-body"));
   cmd->add_option("--chat-template", args->chat_template, "A Jinja file replacing the model's chat template")
       ->check(CLI::ExistingFile);
   add_engine_flags(cmd, args->engine);

@@ -18,6 +18,7 @@ std::string error_type_for_status(int status) {
     case 422: return "invalid_request_error";
     case 401: return "authentication_error";
     case 404: return "not_found_error";
+    case 429: return "rate_limit_error";
     case 503: return "service_unavailable";
     default: return status >= 500 ? "internal_error" : "invalid_request_error";
   }

@@ -1,7 +1,5 @@
 #include "server/http_server.h"
 
-#include <httplib.h>
-
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -9,9 +7,19 @@
 #include <map>
 #include <memory>
 
-#include <sys/socket.h>
+#include <sys/resource.h>
 #include <unistd.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <optional>
 #include <thread>
+#include <unordered_map>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -19,16 +27,14 @@
 #include "core/log.h"
 #include "server/api_error.h"
 #include "server/openai_protocol.h"
+#include "server/http_connection.h"
+#include "server/http_routes.h"
 #include "server/openai_service.h"
-#include "server/sse.h"
-
-#ifndef TIDE_VERSION
-#define TIDE_VERSION "unknown"
-#endif
 
 namespace tide::server {
 
-using nlohmann::json;
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
 using namespace std::chrono_literals;
 
 void log_line(const std::string& line) {
@@ -69,183 +75,169 @@ std::function<void(int64_t, int64_t)> load_progress_printer() {
   };
 }
 
-struct HttpServer::State {
+struct HttpServer::State final : ConnectionHost {
   ServerOptions options;
   std::function<std::unique_ptr<Engine>()> load_engine;
-  httplib::Server http;
-  int listen_socket = -1;  // the listening socket, seen when httplib creates it
   MetricsRegistry metrics;
+  std::unique_ptr<ApiRoutes> routes;
 
   std::unique_ptr<Engine> engine;
   std::unique_ptr<OpenAiService> service;
-  std::atomic<bool> ready{false};     // engine and service set
-  std::atomic<bool> stopping{false};  // streams end, no new work
 
   std::mutex mutex;
   std::condition_variable wake;
-  bool stop_requested = false;
+  int stop_requests = 0;  // stop() calls: 1 drains, 2 cancels at once
   bool load_failed = false;
 
-  void install_routes();
-  void handle_generation(const httplib::Request& req, httplib::Response& res, bool chat);
+  // Live connections (registered at accept, removed by their destructor through on_closed).
+  std::mutex connections_mutex;
+  std::unordered_map<const Connection*, std::weak_ptr<Connection>> connections;
+
+  std::optional<net::io_context> io;
+  std::optional<tcp::acceptor> acceptor;
+  std::optional<net::steady_timer> accept_retry;
+  std::optional<net::thread_pool> workers;
+  bool accept_error_logged = false;
+
+  void handle(HttpRequest request, std::function<void(HttpReply)> reply) override;
+  void on_exchange(const std::string& remote, const std::string& method, const std::string& target, int status,
+                   const std::string& note) override;
+  void on_closed(const Connection* connection) override;
+  void accept();
+  std::vector<std::shared_ptr<Connection>> live_connections();
+  int stop_count();
+  void drain_and_close();
   void periodic_log();
-  bool authorized(const httplib::Request& req) const;
 };
 
 namespace {
 
-void send_json(httplib::Response& res, int status, const json& body) {
-  res.status = status;
-  res.set_content(dump_json(body), "application/json");
+// Raises the open-files limit to its hard maximum: every connection is a descriptor, and the usual soft limit
+// of 1,024 would refuse clients long before the server is busy.
+void raise_open_files_limit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= limit.rlim_max) return;
+  limit.rlim_cur = limit.rlim_max;
+  if (setrlimit(RLIMIT_NOFILE, &limit) != 0) {
+    log_line(fmt::format("warning: cannot raise the open-files limit: {}", std::strerror(errno)));
+  }
 }
 
-void send_error(httplib::Response& res, const ApiError& e) { send_json(res, e.status(), error_json(e)); }
+// A request target as the access log shows it: at most 200 bytes, control and non-ASCII bytes escaped.
+std::string printable(std::string_view text) {
+  std::string out;
+  for (const char ch : text.substr(0, 200)) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c < 0x20 || c >= 0x7f || c == '"' || c == '\\') {
+      out += fmt::format("\\x{:02x}", c);
+    } else {
+      out += ch;
+    }
+  }
+  if (text.size() > 200) out += "...";
+  return out;
+}
 
 }  // namespace
 
-bool HttpServer::State::authorized(const httplib::Request& req) const {
-  if (options.api_key.empty()) return true;
-  const std::string header = req.get_header_value("Authorization");
-  return header == "Bearer " + options.api_key;
+void HttpServer::State::handle(HttpRequest request, std::function<void(HttpReply)> reply) {
+  net::post(*workers, [this, request = std::move(request), reply = std::move(reply)] { reply(routes->handle(request)); });
 }
 
-// Streams (SSE) or answers in one body. A non-streaming request that is not done within a second switches to a
-// chunked body led by JSON whitespace: writing it every 250 ms is how a closed connection is noticed (and the
-// request cancelled) while the client waits.
-void HttpServer::State::handle_generation(const httplib::Request& req, httplib::Response& res, bool chat) {
-  const json body = parse_body(req.body);
-  GenerationJob job = chat ? service->prepare_chat(parse_chat_request(body))
-                           : service->prepare_completion(parse_completion_request(body));
-  std::shared_ptr<GenerationRun> run = service->start(std::move(job));
-  if (run->job().stream) {
-    res.set_header("Cache-Control", "no-cache");
-    res.set_chunked_content_provider(
-        "text/event-stream",
-        [this, run](size_t, httplib::DataSink& sink) {
-          SseWriter writer([&sink](std::string_view bytes) { return sink.write(bytes.data(), bytes.size()); });
-          const bool ok = run->stream(writer, [this] { return stopping.load(); });
-          if (ok) sink.done();
-          return ok;
-        },
-        [run](bool success) {
-          if (!success) run->cancel();
-        });
-    return;
+void HttpServer::State::on_exchange(const std::string& remote, const std::string& method, const std::string& target,
+                                    int status, const std::string& note) {
+  metrics.increment("tide_http_requests_total", 1, {{"status", std::to_string(status)}});
+  log_line(fmt::format("{} \"{} {}\" {}{}", remote, method.empty() ? "-" : printable(method),
+                       target.empty() ? "-" : printable(target), status, note.empty() ? "" : " (" + note + ")"));
+}
+
+void HttpServer::State::on_closed(const Connection* connection) {
+  std::lock_guard lock(connections_mutex);
+  connections.erase(connection);
+}
+
+std::vector<std::shared_ptr<Connection>> HttpServer::State::live_connections() {
+  std::vector<std::shared_ptr<Connection>> live;
+  std::lock_guard lock(connections_mutex);
+  for (const auto& [ptr, weak] : connections) {
+    if (auto c = weak.lock()) live.push_back(std::move(c));
   }
-  const auto deadline = std::chrono::steady_clock::now() + 1s;
-  while (!run->wait(100ms)) {
-    if (stopping) run->cancel();
-    if (std::chrono::steady_clock::now() > deadline) break;
-  }
-  auto finish = [run](httplib::Response& r) {
-    if (const auto error = run->error()) {
-      send_error(r, ApiError(500, "generation failed: " + *error, "", "internal_error"));
-    } else {
-      send_json(r, 200, run->response());
-    }
-  };
-  if (run->finished()) {
-    finish(res);
-    return;
-  }
-  res.set_chunked_content_provider(
-      "application/json",
-      [this, run](size_t, httplib::DataSink& sink) {
-        auto next_beat = std::chrono::steady_clock::now();
-        while (!run->wait(50ms)) {
-          if (stopping) run->cancel();
-          if (std::chrono::steady_clock::now() < next_beat) continue;
-          next_beat += 250ms;
-          if (!sink.write(" ", 1)) {
-            run->cancel();
-            return false;
-          }
-        }
-        const std::string text = dump_json(run->error() ? error_json(ApiError(500, "generation failed: " + *run->error()))
-                                                        : run->response());
-        if (!sink.write(text.data(), text.size())) return false;
-        sink.done();
-        return true;
-      },
-      [run](bool success) {
-        if (!success) run->cancel();
+  return live;
+}
+
+void HttpServer::State::accept() {
+  acceptor->async_accept(net::make_strand(*io), [this](boost::system::error_code ec, tcp::socket socket) {
+    if (ec == net::error::operation_aborted || !acceptor->is_open()) return;
+    if (ec) {
+      // Out of descriptors (or another transient failure): wait a moment instead of spinning.
+      if (!accept_error_logged) log_line(fmt::format("warning: accepting a connection failed: {}", ec.message()));
+      accept_error_logged = true;
+      accept_retry->expires_after(std::chrono::milliseconds(100));
+      accept_retry->async_wait([this](boost::system::error_code wait_ec) {
+        if (!wait_ec) accept();
       });
+      return;
+    }
+    accept_error_logged = false;
+    boost::system::error_code ignored;
+    socket.set_option(tcp::no_delay(true), ignored);  // events leave at once, not after Nagle's delay
+    std::shared_ptr<Connection> connection;
+    {
+      std::lock_guard lock(connections_mutex);
+      if (connections.size() < static_cast<size_t>(options.max_connections)) {
+        connection = std::make_shared<Connection>(std::move(socket), *this, options.limits);
+        connections.emplace(connection.get(), connection);
+      }
+    }
+    if (connection) {
+      connection->start();
+    } else {
+      socket.close(ignored);  // over --max-connections
+    }
+    accept();
+  });
 }
 
-void HttpServer::State::install_routes() {
-  // Wraps a handler: readiness, authentication, and exceptions turned into OpenAI errors.
-  auto api = [this](bool needs_engine, bool needs_auth, auto handler) {
-    return [this, needs_engine, needs_auth, handler](const httplib::Request& req, httplib::Response& res) {
-      try {
-        if (needs_auth && !authorized(req)) {
-          throw ApiError(401, "Unauthorized: a valid API key is required (Authorization: Bearer ...)", "",
-                         "authentication_error", "invalid_api_key");
-        }
-        if (needs_engine && !ready) throw ApiError(503, "the model is still loading", "", "service_unavailable");
-        handler(req, res);
-      } catch (const ApiError& e) {
-        send_error(res, e);
-      } catch (const Error& e) {
-        send_error(res, ApiError(400, e.what()));
-      } catch (const std::bad_alloc&) {
-        send_error(res, ApiError(500, "out of memory"));
-      } catch (const std::exception& e) {
-        send_error(res, ApiError(500, std::string("internal error: ") + e.what()));
-      }
-    };
+int HttpServer::State::stop_count() {
+  std::lock_guard lock(mutex);
+  return stop_requests;
+}
+
+// Graceful stop: no new connections or requests; running requests finish within the drain time, then the rest
+// are cancelled (they end with finish_reason "abort", their streams with a final event) and every connection
+// closes.
+void HttpServer::State::drain_and_close() {
+  using Clock = std::chrono::steady_clock;
+  routes->set_stopping();
+  net::post(*io, [this] {
+    boost::system::error_code ignored;
+    acceptor->close(ignored);
+    accept_retry->cancel();
+  });
+  for (const auto& c : live_connections()) c->shutdown();
+  const auto busy_count = [this] {
+    int busy = 0;
+    for (const auto& c : live_connections()) busy += c->busy() ? 1 : 0;
+    return busy;
   };
-
-  http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
-    if (ready) {
-      res.status = 200;
-    } else {
-      send_error(res, ApiError(503, "the model is still loading", "", "service_unavailable"));
-    }
-  });
-  http.Get("/version", [](const httplib::Request&, httplib::Response& res) {
-    send_json(res, 200, {{"version", TIDE_VERSION}});
-  });
-  http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    if (ready) refresh_engine_metrics(*engine, metrics);
-    res.set_content(metrics.render(), "text/plain; version=0.0.4; charset=utf-8");
-  });
-  http.Get("/v1/models", api(true, true, [this](const httplib::Request&, httplib::Response& res) {
-             send_json(res, 200, service->models());
-           }));
-  http.Post("/v1/completions", api(true, true, [this](const httplib::Request& req, httplib::Response& res) {
-              handle_generation(req, res, /*chat=*/false);
-            }));
-  http.Post("/v1/chat/completions", api(true, true, [this](const httplib::Request& req, httplib::Response& res) {
-              handle_generation(req, res, /*chat=*/true);
-            }));
-  http.Post("/tokenize", api(true, false, [this](const httplib::Request& req, httplib::Response& res) {
-              send_json(res, 200, service->tokenize(parse_tokenize_request(parse_body(req.body))));
-            }));
-  http.Post("/detokenize", api(true, false, [this](const httplib::Request& req, httplib::Response& res) {
-              send_json(res, 200, service->detokenize(parse_detokenize_request(parse_body(req.body))));
-            }));
-
-  // Statuses httplib sets itself (unknown path 404, body too large 413, a malformed request 400) get OpenAI's
-  // error body too; responses that already have one keep it.
-  http.set_error_handler(httplib::Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-    std::string message;
-    switch (res.status) {
-      case 404: message = "Not Found: " + req.method + " " + req.path; break;
-      case 413: message = "the request body is too large"; break;
-      default: message = "HTTP error " + std::to_string(res.status); break;
-    }
-    send_error(res, ApiError(res.status, message));
-    return httplib::Server::HandlerResponse::Handled;
-  }));
-  http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
-    send_error(res, ApiError(500, "internal error"));
-  });
-  http.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
-    metrics.increment("tide_http_requests_total", 1, {{"status", std::to_string(res.status)}});
-    log_line(fmt::format("{}:{} \"{} {} HTTP/{}\" {}", req.remote_addr, req.remote_port, req.method, req.path,
-                         req.version.size() > 5 ? req.version.substr(5) : req.version, res.status));
-  });
+  const auto deadline = Clock::now() + options.drain_timeout;
+  int busy = busy_count();
+  if (busy > 0) {
+    log_line(fmt::format("waiting up to {:.0f} s for {} running requests (a second signal stops at once)",
+                         std::chrono::duration<double>(options.drain_timeout).count(), busy));
+  }
+  while (busy > 0 && Clock::now() < deadline && stop_count() < 2 && !load_failed) {
+    std::this_thread::sleep_for(20ms);
+    busy = busy_count();
+  }
+  if (busy > 0) {
+    log_line(fmt::format("cancelling {} running requests", busy));
+    for (const auto& c : live_connections()) c->cancel_reply();
+    // Cancelled requests end at the engine's next step; connections still open after a grace period close.
+    const auto grace = Clock::now() + 5s;
+    while (busy_count() > 0 && Clock::now() < grace) std::this_thread::sleep_for(20ms);
+  }
+  for (const auto& c : live_connections()) c->close();
 }
 
 void HttpServer::State::periodic_log() {
@@ -253,8 +245,8 @@ void HttpServer::State::periodic_log() {
   EngineStats last{};
   auto last_time = std::chrono::steady_clock::now();
   std::unique_lock lock(mutex);
-  while (!wake.wait_for(lock, std::chrono::seconds(options.log_interval_s), [&] { return stop_requested || load_failed; })) {
-    if (!ready) continue;
+  while (!wake.wait_for(lock, std::chrono::seconds(options.log_interval_s), [&] { return stop_requests > 0 || load_failed; })) {
+    if (!routes->ready()) continue;
     const EngineStats s = engine->stats();
     const auto now = std::chrono::steady_clock::now();
     const double dt = std::chrono::duration<double>(now - last_time).count();
@@ -308,7 +300,7 @@ HttpServer::~HttpServer() = default;
 
 void HttpServer::stop() {
   std::lock_guard lock(state_->mutex);
-  state_->stop_requested = true;
+  ++state_->stop_requests;
   state_->wake.notify_all();
 }
 
@@ -318,43 +310,37 @@ int HttpServer::run() {
   set_log_sink([](const std::string& line) { log_line(line); });
   declare_metrics(s.metrics);
   s.metrics.add_counter("tide_http_requests_total", "HTTP requests answered, by status.");
-  const int num_threads = s.options.num_threads;
-  s.http.new_task_queue = [num_threads] { return new httplib::ThreadPool(static_cast<size_t>(num_threads)); };
-  s.http.set_payload_max_length(s.options.max_body_bytes);
-  s.http.set_read_timeout(30, 0);
-  s.http.set_write_timeout(30, 0);
-  s.http.set_keep_alive_timeout(2);
-  // httplib's default socket options (SO_REUSEADDR), and the socket kept to raise its backlog below.
-  s.http.set_socket_options([&s](socket_t sock) {
-    int yes = 1;
-    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, reinterpret_cast<const void*>(&yes), sizeof yes);
-    s.listen_socket = sock;
-  });
-  s.install_routes();
+  s.routes = std::make_unique<ApiRoutes>(s.options, s.metrics);
+  raise_open_files_limit();
 
-  int port = s.options.port;
-  if (port == 0) {
-    port = s.http.bind_to_any_port(s.options.host);
-  } else if (!s.http.bind_to_port(s.options.host, port)) {
-    port = -1;
-  }
-  if (port <= 0) {
-    log_line(fmt::format("error: cannot listen on {}:{}", s.options.host, s.options.port));
+  const unsigned hardware = std::max(1u, std::thread::hardware_concurrency());
+  const int io_threads = s.options.num_io_threads > 0 ? s.options.num_io_threads : static_cast<int>(std::min(4u, hardware));
+  const int workers = s.options.num_workers > 0 ? s.options.num_workers : static_cast<int>(std::max(2u, hardware));
+  s.io.emplace(io_threads);
+  s.accept_retry.emplace(*s.io);
+  s.workers.emplace(static_cast<size_t>(workers));
+  int port = 0;
+  try {
+    const tcp::endpoint endpoint(net::ip::make_address(s.options.host), static_cast<unsigned short>(s.options.port));
+    s.acceptor.emplace(*s.io);
+    s.acceptor->open(endpoint.protocol());
+    s.acceptor->set_option(tcp::acceptor::reuse_address(true));
+    s.acceptor->bind(endpoint);
+    s.acceptor->listen(net::socket_base::max_listen_connections);
+    port = s.acceptor->local_endpoint().port();
+  } catch (const boost::system::system_error& e) {
+    log_line(fmt::format("error: cannot listen on {}:{}: {}", s.options.host, s.options.port, e.code().message()));
+    s.workers->join();
     return 1;
-  }
-  // Debian's httplib is a compiled library that listens with a backlog of 5: a burst of clients (64 streams
-  // connecting at once) overflowed it and, on some network stacks, got their connections reset. Calling
-  // listen() again on the bound socket raises the backlog.
-  if (s.listen_socket >= 0 && ::listen(s.listen_socket, SOMAXCONN) != 0) {
-    log_line(fmt::format("warning: cannot raise the listen backlog: {}", std::strerror(errno)));
   }
   log_line(fmt::format("listening on http://{}:{} (model {}, served as \"{}\")", s.options.host, port,
                        s.options.model_dir.string(), s.options.served_model_name));
-  std::atomic<bool> listen_done{false};
-  std::thread listener([&] {
-    s.http.listen_after_bind();
-    listen_done = true;
-  });
+  s.accept();
+  std::vector<std::thread> io_threads_running;
+  for (int i = 0; i < io_threads; ++i) io_threads_running.emplace_back([&s] { s.io->run(); });
+  // The accept loop keeps the I/O context busy until the listener closes; this guard holds it past that, until
+  // every connection is closed below.
+  auto guard = net::make_work_guard(*s.io);
 
   std::string load_error;
   std::thread loader([&] {
@@ -371,7 +357,7 @@ int HttpServer::run() {
       if (!chat) log_line("warning: the model has no chat template (/v1/chat/completions answers 400)");
       s.service = std::make_unique<OpenAiService>(*s.engine, std::move(chat), s.options.served_model_name,
                                                   s.options.model_dir.string(), s.metrics);
-      s.ready = true;
+      s.routes->set_ready(*s.engine, *s.service);
       log_line(fmt::format("model loaded in {:.1f} s: max_model_len {}, ready",
                            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
                            s.engine->max_model_len()));
@@ -386,18 +372,23 @@ int HttpServer::run() {
 
   {
     std::unique_lock lock(s.mutex);
-    s.wake.wait(lock, [&] { return s.stop_requested || s.load_failed; });
+    s.wake.wait(lock, [&] { return s.stop_requests > 0 || s.load_failed; });
   }
   log_line(s.load_failed ? "error: loading the model failed: " + load_error : "shutting down");
-  s.stopping = true;
-  while (!listen_done) {  // stop() is a no-op until listen_after_bind has started
-    s.http.stop();
-    std::this_thread::sleep_for(20ms);
-  }
-  listener.join();
+  s.drain_and_close();
+  s.workers->join();
+  guard.reset();
+  s.io->stop();
+  for (std::thread& t : io_threads_running) t.join();
   loader.join();
   logger.join();
+  // Connections (and the generations they hold) go before the engine they reference.
+  s.acceptor.reset();
+  s.accept_retry.reset();
+  s.io.reset();
+  s.workers.reset();
   const bool failed = s.load_failed;
+  s.routes.reset();
   s.service.reset();
   s.engine.reset();
   set_log_sink({});

@@ -1,11 +1,14 @@
-// HttpServer: tide's OpenAI-compatible HTTP server (cpp-httplib). It listens first and loads the engine in the
-// background (/health answers 503 until it is ready), routes the endpoints to OpenAiService, answers errors in
-// OpenAI's shape, authenticates /v1 with --api-key, writes an access line per request and a periodic
-// throughput line, and stops gracefully (stop(): no new connections, running streams end, the engine aborts
-// what is left).
+// HttpServer: tide's OpenAI-compatible HTTP server on Boost.Asio (connections: http_connection.h; endpoints:
+// http_routes.h). It listens first and loads the engine in the background (/health answers 503 until it is
+// ready), holds thousands of idle or slow connections without a thread each, writes an access line per exchange
+// and a periodic throughput line, and stops gracefully: stop() closes the listener and idle connections, lets
+// running requests finish for `drain_timeout`, then cancels the rest (they end with finish_reason "abort") and
+// closes every connection; a second stop() cancels at once.
 #pragma once
 
 #include <atomic>
+#include <chrono>
+#include <cstdint>
 #include <condition_variable>
 #include <cstddef>
 #include <filesystem>
@@ -16,6 +19,7 @@
 #include <string>
 
 #include "runtime/engine.h"
+#include "server/http_types.h"
 #include "server/metrics.h"
 
 namespace tide::server {
@@ -26,9 +30,15 @@ struct ServerOptions {
   std::filesystem::path model_dir;
   std::string served_model_name;                    // empty: model_dir as given
   std::string api_key;                              // empty: no authentication
+  bool metrics_need_api_key = false;                // /metrics asks for the key too (/health never does)
   std::optional<std::filesystem::path> chat_template;
-  size_t max_body_bytes = 32u << 20;
-  int num_threads = 512;                            // connections served at once (each stream holds one)
+  ConnectionLimits limits;                          // per-phase timeouts, header and body sizes
+  int max_connections = 16384;                      // beyond: new connections are closed at once
+  // Samples submitted and not finished, beyond which a generation request gets 429 (Retry-After).
+  int64_t max_pending_samples = 4096;
+  int num_io_threads = 0;                           // 0: up to 4 (the hardware's threads)
+  int num_workers = 0;                              // request handlers (parsing, templates); 0: the hardware's
+  std::chrono::milliseconds drain_timeout{30000};   // stop(): running requests may finish for this long
   int log_interval_s = 10;                          // the periodic throughput line; 0: off
 };
 
@@ -43,7 +53,7 @@ class HttpServer {
   // Binds, serves, loads the engine; returns when stop() was called (0) or when binding or loading failed (1,
   // the reason logged).
   int run();
-  // Asks run() to return; thread-safe, returns at once.
+  // Asks run() to stop gracefully (a second call: at once); thread-safe, returns at once.
   void stop();
 
  private:

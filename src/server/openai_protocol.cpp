@@ -3,6 +3,8 @@
 #include <cmath>
 #include <limits>
 
+#include <fmt/format.h>
+
 #include "runtime/sampling.h"
 #include "server/api_error.h"
 
@@ -202,12 +204,34 @@ json parse_bounded(std::string_view body) {
   return json::parse(body.begin(), body.end(), limit);
 }
 
+// A parser's message without its internal prefix and its echo of the token read (which can be the whole body),
+// with a short excerpt of the body around the error instead.
+std::string describe_parse_error(const json::parse_error& e, std::string_view body) {
+  std::string message = e.what();
+  if (const size_t close = message.find("] "); message.rfind("[json.exception", 0) == 0 && close != std::string::npos) {
+    message.erase(0, close + 2);
+  }
+  if (const size_t last = message.find("; last read:"); last != std::string::npos) message.resize(last);
+  const size_t at = std::min(body.size(), e.byte > 0 ? static_cast<size_t>(e.byte - 1) : size_t{0});
+  const size_t begin = at > 40 ? at - 40 : 0;
+  const std::string_view excerpt = body.substr(begin, std::min<size_t>(60, body.size() - begin));
+  std::string shown;
+  for (const char ch : excerpt) {
+    const auto c = static_cast<unsigned char>(ch);
+    shown += c < 0x20 || c == 0x7f ? fmt::format("\\x{:02x}", c) : std::string(1, ch);
+  }
+  return fmt::format("{} (near byte {}: {}'{}'{})", message, at, begin > 0 ? "..." : "", shown,
+                     begin + excerpt.size() < body.size() ? "..." : "");
+}
+
 }  // namespace
 
 json parse_body(std::string_view body) {
   if (body.empty()) bad_request("", "the request body is empty; expected a JSON object");
   try {
     return parse_bounded(body);
+  } catch (const json::parse_error& e) {
+    bad_request("", "invalid JSON in the request body: " + describe_parse_error(e, body));
   } catch (const json::exception& e) {
     bad_request("", std::string("invalid JSON in the request body: ") + e.what());
   }

@@ -230,9 +230,14 @@ std::unique_ptr<GenerationRun> OpenAiService::start(GenerationJob job) {
     DeltaCallback on_delta = [queue, p](SampleDelta&& delta) {
       const std::shared_ptr<GenerationRun::Queue> q = queue.lock();
       if (!q) return;
-      std::lock_guard lock(q->mutex);
-      q->events.push_back({p, std::move(delta)});
-      q->ready.notify_one();
+      std::function<void()> notify;
+      {
+        std::lock_guard lock(q->mutex);
+        q->events.push_back({p, std::move(delta)});
+        q->ready.notify_one();
+        notify = q->notify;
+      }
+      if (notify) notify();
     };
     try {
       run->handles_.push_back(engine_.submit(j.prompts[p], std::move(options), std::move(on_delta)));
@@ -264,6 +269,16 @@ GenerationRun::~GenerationRun() {
 
 void GenerationRun::cancel() {
   for (const auto& h : handles_) h->cancel();
+}
+
+void GenerationRun::set_notify(std::function<void()> notify) {
+  bool waiting = false;
+  {
+    std::lock_guard lock(queue_->mutex);
+    queue_->notify = notify;
+    waiting = !queue_->events.empty();
+  }
+  if (waiting && notify) notify();
 }
 
 std::optional<GenerationRun::Event> GenerationRun::pop(std::chrono::milliseconds timeout) {
@@ -414,43 +429,42 @@ json GenerationRun::chunk_json(size_t choice_idx, const SampleDelta& delta, bool
           {"choices", json::array({choice})}};
 }
 
-bool GenerationRun::stream(SseWriter& writer, const std::function<bool()>& should_stop) {
-  while (!finished()) {
-    const std::optional<Event> e = pop(std::chrono::milliseconds(100));
-    if (!e) {
-      if (should_stop()) {
-        cancel();
-        return false;
-      }
-      continue;
-    }
+std::string GenerationRun::take_events(bool& done) {
+  std::string out;
+  SseWriter writer([&out](std::string_view bytes) {
+    out += bytes;
+    return true;
+  });
+  while (!done_sent_) {
+    const std::optional<Event> e = pop(std::chrono::milliseconds(0));
+    if (!e) break;
     const size_t idx = apply(*e);
     Choice& c = choices_[idx];
     const bool has_content = !e->delta.text.empty() || !e->delta.logprobs.empty() || e->delta.finished();
     if (!has_content && c.started) continue;
     const bool first = !c.started;
     c.started = true;
-    bool ok = writer.send(chunk_json(idx, e->delta, first));
+    writer.send(chunk_json(idx, e->delta, first));
     // A sample that failed: the reason as an error event (OpenAI's error object), before [DONE].
-    if (ok && e->delta.finish_reason == FinishReason::kError) {
-      ok = writer.send(error_json(ApiError(500, "generation failed (choice " + std::to_string(idx) + "): " + c.error,
-                                           "", "internal_error")));
-    }
-    if (!ok) {
-      cancel();
-      return false;
+    if (e->delta.finish_reason == FinishReason::kError) {
+      writer.send(error_json(ApiError(500, "generation failed (choice " + std::to_string(idx) + "): " + c.error, "",
+                                      "internal_error")));
     }
   }
-  if (job_.include_usage) {
-    const json chunk = {{"id", job_.id},
-                        {"object", job_.chat ? "chat.completion.chunk" : "text_completion"},
-                        {"created", job_.created},
-                        {"model", job_.model},
-                        {"choices", json::array()},
-                        {"usage", usage()}};
-    if (!writer.send(chunk)) return false;
+  if (finished() && !done_sent_) {
+    if (job_.include_usage) {
+      writer.send(json{{"id", job_.id},
+                       {"object", job_.chat ? "chat.completion.chunk" : "text_completion"},
+                       {"created", job_.created},
+                       {"model", job_.model},
+                       {"choices", json::array()},
+                       {"usage", usage()}});
+    }
+    writer.send_done();
+    done_sent_ = true;
   }
-  return writer.send_done();
+  done = done_sent_;
+  return out;
 }
 
 }  // namespace tide::server

@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -84,16 +85,19 @@ class GenerationRun {
   ~GenerationRun();  // cancels whatever has not finished
 
   const GenerationJob& job() const { return job_; }
-  // Waits up to `timeout` for deltas and folds them in; true once every sample has finished.
+  // Calls `notify` whenever a delta arrives (on the engine's thread; at once when deltas are already waiting).
+  // Cheap and non-blocking, e.g. a post to an I/O loop.
+  void set_notify(std::function<void()> notify);
+  // Waits up to `timeout` (0: not at all) for deltas and folds them in; true once every sample has finished.
   bool wait(std::chrono::milliseconds timeout);
   bool finished() const { return num_finished_ == num_choices(); }
   void cancel();
 
   // The whole response (after finished()): completion or chat.completion with usage.
   nlohmann::json response() const;
-  // Streams: waits for deltas and sends each as chunks, then usage (when asked for) and [DONE]. Returns false
-  // when a write failed (the request is cancelled then) or `should_stop` turned true.
-  bool stream(SseWriter& writer, const std::function<bool()>& should_stop);
+  // Streaming: the deltas that arrived, as server-sent events (without waiting); once every sample has finished,
+  // the usage chunk (when asked for) and [DONE] end them and `done` turns true.
+  std::string take_events(bool& done);
   // The error of a sample that ended with "error", if any.
   std::optional<std::string> error() const;
 
@@ -107,6 +111,7 @@ class GenerationRun {
     std::mutex mutex;
     std::condition_variable ready;
     std::deque<Event> events;
+    std::function<void()> notify;
   };
   struct Choice {
     std::string text;
@@ -135,6 +140,7 @@ class GenerationRun {
   std::vector<int64_t> cached_tokens_;  // per prompt
   int num_finished_ = 0;
   bool first_token_seen_ = false;
+  bool done_sent_ = false;  // take_events() ended the stream
   bool refused_ = false;  // the engine refused a prompt at submission (a 400, not a finished request)
 };
 

@@ -91,19 +91,20 @@ test(`${cases.length} bad requests get their status and OpenAI's error shape`, a
   assert.match(metrics, /tide_num_requests_running 0/);
 });
 
-test('unknown paths are 404, a body too large 413, both in the error shape', async () => {
+test('unknown paths are 404, a wrong method 405, a body too large 413, both in the error shape', async () => {
   const r = await fetch(`${server.base}/v1/nothing`);
   assert.equal(r.status, 404);
   assert.equal((await r.json()).error.type, 'not_found_error');
   const get = await fetch(`${server.base}/v1/completions`);
-  assert.equal(get.status, 404);
+  assert.equal(get.status, 405);
+  assert.equal(get.headers.get('allow'), 'POST');
   const big = await post(server.base, C, JSON.stringify({ prompt: 'x'.repeat(40 << 20) }));
   assert.equal(big.status, 413);
   assert.ok(big.json.error);
   assert.equal((await fetch(`${server.base}/health`)).status, 200);
 });
 
-test('--api-key: a missing or wrong key is 401, the right one works; /health needs none', async () => {
+test('--api-key: a missing or wrong key is 401 on every route but /health and /metrics, the right one works', async () => {
   const body = { model: 'tiny', prompt: 'x', max_tokens: 2 };
   const none = await post(keyed.base, C, body);
   assert.equal(none.status, 401);
@@ -118,6 +119,15 @@ test('--api-key: a missing or wrong key is 401, the right one works; /health nee
   assert.equal(models.data[0].id, 'tiny');
   await assert.rejects(keyed.client({ apiKey: 'bad' }).models.list(), (e) => e.status === 401);
   assert.equal((await fetch(`${keyed.base}/health`)).status, 200);
+  // Every route but /health and /metrics needs the key; a key that shares a prefix with the right one fails.
+  for (const [method, route] of [['POST', '/tokenize'], ['POST', '/detokenize'], ['GET', '/version'],
+    ['GET', '/v1/models'], ['POST', '/v1/chat/completions']]) {
+    const r = await fetch(`${keyed.base}${route}`, { method, headers: { Authorization: 'Bearer sekre' } });
+    assert.equal(r.status, 401, `${method} ${route}`);
+  }
+  const tok = await post(keyed.base, '/tokenize', { prompt: 'hi' }, { Authorization: 'Bearer sekret' });
+  assert.equal(tok.status, 200);
+  assert.equal((await fetch(`${keyed.base}/metrics`)).status, 200);
   // --served-model-name: the folder's path is no longer a model name.
   const old = await post(keyed.base, C, { ...body, model: keyed.model }, { Authorization: 'Bearer sekret' });
   assert.equal(old.status, 404);

@@ -82,10 +82,10 @@ export function metricValues(text, name) {
 
 // Waits until the server at `base` runs and queues no request and no layer group holds a KV block (the
 // blocks of every finished or cancelled request are back); returns the last /metrics text.
-export async function waitForIdle(base, timeoutMs = 30000) {
+export async function waitForIdle(base, timeoutMs = 30000, headers = {}) {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
-    const text = await (await fetch(`${base}/metrics`)).text();
+    const text = await (await fetch(`${base}/metrics`, { headers })).text();
     const inUse = Object.values(metricValues(text, 'tide_kv_cache_blocks_in_use'));
     const running = metricValues(text, 'tide_num_requests_running')[''];
     const waiting = metricValues(text, 'tide_num_requests_waiting')[''];

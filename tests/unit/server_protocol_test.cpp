@@ -193,6 +193,17 @@ TEST(ServerProtocol, DeeplyNestedBodiesAreRefused) {
   const std::string deep = std::string(100000, '[') + std::string(100000, ']');
   EXPECT_THROW(parse_body(deep), ApiError);
   EXPECT_NO_THROW(parse_body(std::string(10, '[') + std::string(10, ']')));
+  // A parse error names its place with a short excerpt, never the whole (here 1 MB) token it stopped in.
+  const std::string huge = R"({"prompt": "a", "x": )" + std::string(1 << 20, 'z') + "}";
+  try {
+    parse_body(huge);
+    ADD_FAILURE() << "no error";
+  } catch (const ApiError& e) {
+    const std::string message = e.what();
+    EXPECT_LT(message.size(), 300u) << message;
+    EXPECT_NE(message.find("near byte 21"), std::string::npos) << message;
+    EXPECT_NE(message.find("\"x\": zzz"), std::string::npos) << message;
+  }
 }
 
 TEST(ServerProtocol, TokenizeAndDetokenize) {
