@@ -8,49 +8,58 @@
 
 namespace tide {
 
+void check_sampling_row(const SamplingRow& r, std::span<const HistoryToken> history, int64_t vocab) {
+  // Temperature and repetition_penalty divide: their reciprocals must be finite too.
+  if (!(r.temperature >= 0) || !std::isfinite(r.temperature) ||
+      (r.temperature > 0 && !std::isfinite(1.0f / r.temperature))) {
+    fail("sample: temperature must be 0 or a positive float with a finite reciprocal, got {}", r.temperature);
+  }
+  if (r.top_k < 0) fail("sample: top_k must be >= 0, got {}", r.top_k);
+  if (!(r.top_p > 0 && r.top_p <= 1)) fail("sample: top_p must be in (0, 1], got {}", r.top_p);
+  if (!(r.min_p >= 0 && r.min_p <= 1)) fail("sample: min_p must be in [0, 1], got {}", r.min_p);
+  if (!(r.repetition_penalty > 0) || !std::isfinite(r.repetition_penalty) ||
+      !std::isfinite(1.0f / r.repetition_penalty)) {
+    fail("sample: repetition_penalty must be a positive float with a finite reciprocal, got {}", r.repetition_penalty);
+  }
+  if (!std::isfinite(r.presence_penalty)) fail("sample: presence_penalty must be finite");
+  if (!std::isfinite(r.frequency_penalty)) fail("sample: frequency_penalty must be finite");
+  for (const HistoryToken& h : history) {
+    if (h.id < 0 || h.id >= vocab) fail("sample: history token id {} is out of range (vocabulary {})", h.id, vocab);
+    if (h.prompt_count < 0 || h.output_count < 0) fail("sample: history counts must be >= 0 (token {})", h.id);
+    // -inf bans the token; +inf would make every other token impossible and break the weights.
+    if (std::isnan(h.bias) || h.bias == INFINITY) {
+      fail("sample: logit bias must be finite or -inf, got {} (token {})", h.bias, h.id);
+    }
+  }
+}
+
 void check_sampling_batch(const SamplingBatch& batch, int64_t num_rows, int64_t vocab) {
   if (static_cast<int64_t>(batch.rows.size()) != num_rows) {
     fail("sample: {} sampling rows for {} rows of logits", batch.rows.size(), num_rows);
   }
   if (vocab <= 0 || vocab > (int64_t{1} << 23)) fail("sample: vocabulary of {} tokens (1 .. 2^23 supported)", vocab);
-  for (const SamplingRow& r : batch.rows) {
-    if (!(r.temperature >= 0) || !std::isfinite(r.temperature)) fail("sample: temperature must be >= 0, got {}", r.temperature);
-    if (r.top_k < 0) fail("sample: top_k must be >= 0, got {}", r.top_k);
-    if (!(r.top_p > 0 && r.top_p <= 1)) fail("sample: top_p must be in (0, 1], got {}", r.top_p);
-    if (!(r.min_p >= 0 && r.min_p <= 1)) fail("sample: min_p must be in [0, 1], got {}", r.min_p);
-    if (!(r.repetition_penalty > 0) || !std::isfinite(r.repetition_penalty)) {
-      fail("sample: repetition_penalty must be > 0, got {}", r.repetition_penalty);
-    }
-    if (!std::isfinite(r.presence_penalty)) fail("sample: presence_penalty must be finite");
-    if (!std::isfinite(r.frequency_penalty)) fail("sample: frequency_penalty must be finite");
-  }
   if (batch.history_starts.empty()) {
     if (!batch.history.empty()) fail("sample: history tokens without history_starts");
-    return;
-  }
-  if (static_cast<int64_t>(batch.history_starts.size()) != num_rows + 1 || batch.history_starts.front() != 0 ||
-      batch.history_starts.back() != static_cast<int32_t>(batch.history.size())) {
+  } else if (static_cast<int64_t>(batch.history_starts.size()) != num_rows + 1 || batch.history_starts.front() != 0 ||
+             batch.history_starts.back() != static_cast<int32_t>(batch.history.size())) {
     fail("sample: history_starts must hold {} offsets from 0 to {}", num_rows + 1, batch.history.size());
   }
-  for (int64_t r = 0; r < num_rows; ++r) {
-    const int32_t begin = batch.history_starts[static_cast<size_t>(r)], end = batch.history_starts[static_cast<size_t>(r + 1)];
-    if (end < begin) fail("sample: history_starts must not decrease (row {})", r);
+  for (int64_t r = 0; !batch.history_starts.empty() && r < num_rows; ++r) {
+    if (batch.history_starts[static_cast<size_t>(r + 1)] < batch.history_starts[static_cast<size_t>(r)]) {
+      fail("sample: history_starts must not decrease (row {})", r);
+    }
   }
   for (int64_t r = 0; r < num_rows; ++r) {
-    const int32_t begin = batch.history_starts[static_cast<size_t>(r)];
-    const int32_t end = batch.history_starts[static_cast<size_t>(r + 1)];
-    for (int32_t k = begin; k < end; ++k) {
-      const HistoryToken& h = batch.history[static_cast<size_t>(k)];
-      if (h.id < 0 || h.id >= vocab) {
-        fail("sample: history token id {} of row {} is out of range (vocabulary {})", h.id, r, vocab);
-      }
-      if (h.prompt_count < 0 || h.output_count < 0) {
-        fail("sample: history counts must be >= 0 (row {}, token {})", r, h.id);
-      }
-      // -inf bans the token; +inf would make every other token impossible and break the weights.
-      if (std::isnan(h.bias) || h.bias == INFINITY) {
-        fail("sample: logit bias must be finite or -inf, got {} (row {}, token {})", h.bias, r, h.id);
-      }
+    std::span<const HistoryToken> history;
+    if (!batch.history_starts.empty()) {
+      const int32_t begin = batch.history_starts[static_cast<size_t>(r)];
+      const int32_t end = batch.history_starts[static_cast<size_t>(r + 1)];
+      history = batch.history.subspan(static_cast<size_t>(begin), static_cast<size_t>(end - begin));
+    }
+    try {
+      check_sampling_row(batch.rows[static_cast<size_t>(r)], history, vocab);
+    } catch (const Error& e) {
+      fail("{} (row {})", e.what(), r);
     }
   }
 }

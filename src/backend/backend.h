@@ -111,6 +111,9 @@ struct SamplingBatch {
 // Throws tide::Error naming the field when `batch` does not describe `num_rows` rows over `vocab` tokens or
 // a parameter is out of range (both backends check the same way).
 void check_sampling_batch(const SamplingBatch& batch, int64_t num_rows, int64_t vocab);
+// The per-row part of check_sampling_batch: `row`'s parameters and its token list over `vocab` tokens. The
+// engine checks each row with it before the op, so that one request's bad row ends that request alone.
+void check_sampling_row(const SamplingRow& row, std::span<const HistoryToken> history, int64_t vocab);
 
 // The most top tokens the logprobs op returns per row (OpenAI's top_logprobs limit).
 inline constexpr int kMaxLogprobs = 20;

@@ -3,32 +3,55 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <utility>
 
 #include "core/error.h"
 
 namespace tide {
 
+namespace {
+
+template <typename... Args>
+[[noreturn]] void refuse(const char* param, fmt::format_string<Args...> format, Args&&... args) {
+  throw ParameterError(param, fmt::format(format, std::forward<Args>(args)...));
+}
+
+// Whether x lies in [kMinSamplingValue, kMaxSamplingValue]: positive and finite in f32, and so is 1 / x.
+bool positive_in_f32(double x) { return x >= kMinSamplingValue && x <= kMaxSamplingValue; }
+
+}  // namespace
+
 void SamplingParams::validate() const {
-  if (!(temperature >= 0) || !std::isfinite(temperature)) fail("temperature must be >= 0, got {}", temperature);
-  if (top_k < 0) fail("top_k must be >= 0 (0 turns it off), got {}", top_k);
-  if (!(top_p > 0 && top_p <= 1)) fail("top_p must be in (0, 1], got {}", top_p);
-  if (!(min_p >= 0 && min_p <= 1)) fail("min_p must be in [0, 1], got {}", min_p);
-  if (!(repetition_penalty > 0) || !std::isfinite(repetition_penalty)) {
-    fail("repetition_penalty must be > 0 (1 turns it off), got {}", repetition_penalty);
+  if (!(temperature == 0 || positive_in_f32(temperature))) {
+    refuse("temperature", "temperature must be 0 (greedy) or in [{:g}, {:g}], got {}", kMinSamplingValue,
+           kMaxSamplingValue, temperature);
   }
-  if (!(presence_penalty >= -2 && presence_penalty <= 2)) fail("presence_penalty must be in [-2, 2], got {}", presence_penalty);
+  if (top_k < 0) refuse("top_k", "top_k must be >= 0 (0 turns it off), got {}", top_k);
+  if (!(top_p >= kMinSamplingValue && top_p <= 1)) {
+    refuse("top_p", "top_p must be in [{:g}, 1] (1 turns it off), got {}", kMinSamplingValue, top_p);
+  }
+  if (!(min_p >= 0 && min_p <= 1)) refuse("min_p", "min_p must be in [0, 1], got {}", min_p);
+  if (!positive_in_f32(repetition_penalty)) {
+    refuse("repetition_penalty", "repetition_penalty must be in [{:g}, {:g}] (1 turns it off), got {}",
+           kMinSamplingValue, kMaxSamplingValue, repetition_penalty);
+  }
+  if (!(presence_penalty >= -2 && presence_penalty <= 2)) {
+    refuse("presence_penalty", "presence_penalty must be in [-2, 2], got {}", presence_penalty);
+  }
   if (!(frequency_penalty >= -2 && frequency_penalty <= 2)) {
-    fail("frequency_penalty must be in [-2, 2], got {}", frequency_penalty);
+    refuse("frequency_penalty", "frequency_penalty must be in [-2, 2], got {}", frequency_penalty);
   }
   std::vector<int32_t> ids;
   for (const auto& [id, bias] : logit_bias) {
-    if (!(bias >= -100 && bias <= 100)) fail("logit_bias of token {} must be in [-100, 100], got {}", id, bias);
+    if (!(bias >= -100 && bias <= 100)) refuse("logit_bias", "logit_bias of token {} must be in [-100, 100], got {}", id, bias);
     ids.push_back(id);
   }
   std::sort(ids.begin(), ids.end());
   if (const auto dup = std::adjacent_find(ids.begin(), ids.end()); dup != ids.end()) {
-    fail("logit_bias lists token {} twice", *dup);
+    refuse("logit_bias", "logit_bias lists token {} twice", *dup);
   }
+  // The ranges above keep the f32 row inside what the op accepts; this is the op's own check of it.
+  check_sampling_row(row(0, 0), {}, 1);
 }
 
 SamplingRow SamplingParams::row(uint64_t seed_, uint64_t counter) const {

@@ -7,12 +7,31 @@
 #include <optional>
 #include <utility>
 #include <span>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "backend/backend.h"
+#include "core/error.h"
 
 namespace tide {
+
+// The bounds SamplingParams::validate puts on a positive float parameter (temperature when not 0,
+// repetition_penalty, top_p): the sample op computes in f32, where the value must stay a positive finite
+// number with a finite reciprocal (1 / temperature; a logit divided by repetition_penalty), so values that
+// would round to 0 or to infinity in f32 are refused rather than left to fail a step.
+inline constexpr double kMinSamplingValue = 1e-30;
+inline constexpr double kMaxSamplingValue = 1e30;
+
+// A request's parameter out of range: the message says the range, param() names the parameter.
+class ParameterError : public Error {
+ public:
+  ParameterError(std::string param, const std::string& message) : Error(message), param_(std::move(param)) {}
+  const std::string& param() const { return param_; }
+
+ private:
+  std::string param_;
+};
 
 // Applied in the order penalties -> temperature -> top-k -> top-p -> min-p (backend.h gives the exact
 // semantics of each).
@@ -29,7 +48,8 @@ struct SamplingParams {
   // ids distinct (checked against the vocabulary by the engine).
   std::vector<std::pair<int32_t, float>> logit_bias;
 
-  // Throws tide::Error naming the parameter when a value is out of range.
+  // Throws ParameterError naming the parameter when a value is out of range, checked both as given and as the
+  // f32 the sample op computes with: whatever passes never makes the op refuse the row.
   void validate() const;
   bool has_penalties() const { return repetition_penalty != 1.0 || presence_penalty != 0.0 || frequency_penalty != 0.0; }
   // Whether the sample op needs a token list for this request's rows (penalties or a logit bias).

@@ -145,22 +145,23 @@ void parse_common(const json& body, GenerationRequest& r) {
   GenerateOptions& o = r.options;
   SamplingParams& s = o.sampling;
   s.temperature = get_number(body, "temperature", 0, 2).value_or(1.0);  // OpenAI's default: 1
-  s.top_p = get_number(body, "top_p", 0, 1, /*lo_open=*/true).value_or(1.0);
+  // Bounds in the f32 the sample op computes with (runtime/sampling.h).
+  s.top_p = get_number(body, "top_p", kMinSamplingValue, 1).value_or(1.0);
   // vLLM: -1 or 0 turn top_k off.
   s.top_k = std::max<int64_t>(0, get_int(body, "top_k", -1, std::numeric_limits<int32_t>::max()).value_or(0));
   s.min_p = get_number(body, "min_p", 0, 1).value_or(0.0);
   s.presence_penalty = get_number(body, "presence_penalty", -2, 2).value_or(0.0);
   s.frequency_penalty = get_number(body, "frequency_penalty", -2, 2).value_or(0.0);
   s.repetition_penalty =
-      get_number(body, "repetition_penalty", 0, std::numeric_limits<double>::infinity(), true).value_or(1.0);
+      get_number(body, "repetition_penalty", kMinSamplingValue, kMaxSamplingValue).value_or(1.0);
   if (const auto seed = get_int(body, "seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max())) {
     s.seed = static_cast<uint64_t>(*seed);
   }
   s.logit_bias = logit_bias(body);
   try {
-    s.validate();  // logit_bias duplicates ("1" and "01")
-  } catch (const std::exception& e) {
-    bad_request("logit_bias", e.what());
+    s.validate();  // what the bounds above cannot say: logit_bias duplicates ("1" and "01"), temperature in f32
+  } catch (const ParameterError& e) {
+    bad_request(e.param(), e.what());
   }
   o.n = static_cast<int>(get_int(body, "n", 1, kMaxSamplesPerRequest).value_or(1));
   if (const json* best_of = field(body, "best_of")) {

@@ -128,6 +128,12 @@ const BadCase kBadCases[] = {
     {"completions", R"({"prompt": "x", "presence_penalty": 3})", "presence_penalty"},
     {"completions", R"({"prompt": "x", "frequency_penalty": -3})", "frequency_penalty"},
     {"completions", R"({"prompt": "x", "repetition_penalty": 0})", "repetition_penalty"},
+    // Values that pass in double but are 0 or infinite in the f32 the sample op computes with.
+    {"completions", R"({"prompt": "x", "repetition_penalty": 1e308})", "repetition_penalty"},
+    {"completions", R"({"prompt": "x", "repetition_penalty": 3.5e38})", "repetition_penalty"},
+    {"completions", R"({"prompt": "x", "repetition_penalty": 1e-46})", "repetition_penalty"},
+    {"completions", R"({"prompt": "x", "top_p": 1e-50})", "top_p"},
+    {"completions", R"({"prompt": "x", "temperature": 1e-50})", "temperature"},
     {"completions", R"({"prompt": "x", "n": 0})", "n"},
     {"completions", R"({"prompt": "x", "n": 1000})", "n"},
     {"completions", R"({"prompt": "x", "stream": "yes"})", "stream"},
