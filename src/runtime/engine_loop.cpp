@@ -1,8 +1,9 @@
 // Engine's step loop (engine.h): the thread that owns the Scheduler, turns submissions into scheduler requests
 // (one per sample), runs each step on the ModelExecutor, hands the results to the OutputProcessor, and
 // decides what a failed step means: out of device memory, the step is taken back and smaller steps (or fewer
-// requests at once) follow; another fault ends the step's requests with the error, logged. The thread-safe
-// side (submit, stats) is at the end.
+// requests at once) follow; a row the sample op would refuse ends its own request before the step runs; another
+// fault is retried once, then the requests failing together run fewer at once until the failing one runs
+// alone and ends with the error, logged. The thread-safe side (submit, stats) is at the end.
 #include <algorithm>
 #include <chrono>
 #include <optional>
@@ -109,6 +110,7 @@ class Engine::Loop {
   void reset_scheduler(bool forget_cache = false) {
     if (scheduler_) past_preemptions_ += scheduler_->num_preemptions();
     scheduler_.reset();
+    strikes_.clear();  // a new scheduler numbers its requests anew
     if (forget_cache) engine_.kv_manager_ = engine_.make_kv_manager();
     const EngineOptions& o = engine_.options_;
     scheduler_ = std::make_unique<Scheduler>(
@@ -184,9 +186,12 @@ class Engine::Loop {
     } else {
       idle_steps_ = 0;
       const char* phase = "launch";
+      std::vector<std::pair<RequestId, std::string>> refused;
       try {
         int top_logprobs = -1;
         const SamplingBatch sampling = outputs_.sampling_batch(step, *scheduler_, top_logprobs);
+        refused = refused_rows(step, sampling);
+        if (!refused.empty()) throw RefusedRows{};
         LaunchedStep launched = engine_.executor_.launch(step, sampling, top_logprobs);
         const Clock::time_point overlapping = Clock::now();
         flush_previous(out);
@@ -201,16 +206,19 @@ class Engine::Loop {
         on_out_of_memory(step, e.what());
         finish(scheduler_->take_finished(), out);
         return;
-      } catch (const std::exception& e) {
-        // A fault of the step (the backend's, or an input it refused): its requests end with the error; the
-        // others go on.
+      } catch (const RefusedRows&) {
+        // Rows the sample op would refuse: their requests end, the step is planned again without them.
         retracted(step, out);
-        const std::string error = fmt::format("the engine step failed: {}", e.what());
-        log_info("a step of {} tokens over {} requests failed ({}): {}", step.num_tokens(), step.seqs.size(), phase,
-                 e.what());
-        for (const ScheduledSequence& s : step.seqs) scheduler_->finish(s.request_id, FinishReason::kError, error);
+        for (const auto& [id, error] : refused) scheduler_->finish(id, FinishReason::kError, error);
         finish(scheduler_->take_finished(), out);
         return;
+      } catch (const std::exception& e) {
+        retracted(step, out);
+        on_fault(step, phase, e.what(), out);
+        return;
+      }
+      if (!strikes_.empty()) {
+        for (const ScheduledSequence& s : step.seqs) strikes_.erase(s.request_id);
       }
     }
     const Clock::time_point committing = Clock::now();
@@ -279,7 +287,57 @@ class Engine::Loop {
     }
   }
 
-  // Doubles the limits set for device memory after a run of successful steps; lifts them past the options.
+  // Thrown inside step() when refused_rows() found rows the sample op would refuse.
+  struct RefusedRows {};
+
+  // The requests of `step` whose sampling rows the sample op would refuse (backend.h, check_sampling_row),
+  // each with its error. Only a bug (in tide, or a model's stop ids outside its vocabulary) gets a row past
+  // submit()'s checks; it is caught here so that the op does not fail every row of the step.
+  std::vector<std::pair<RequestId, std::string>> refused_rows(const ScheduledStep& step, const SamplingBatch& batch) {
+    std::vector<std::pair<RequestId, std::string>> refused;
+    const int64_t vocab = engine_.config().vocab_size;
+    for (size_t r = 0; r < batch.rows.size(); ++r) {
+      std::span<const HistoryToken> history;
+      if (!batch.history_starts.empty()) {
+        const auto begin = static_cast<size_t>(batch.history_starts[r]);
+        history = batch.history.subspan(begin, static_cast<size_t>(batch.history_starts[r + 1]) - begin);
+      }
+      try {
+        check_sampling_row(batch.rows[r], history, vocab);
+      } catch (const Error& e) {
+        refused.emplace_back(step.sample_ids[r], fmt::format("the sample op would refuse this request's row: {}", e.what()));
+      }
+    }
+    return refused;
+  }
+
+  // `step` (taken back) failed with `error`, not for memory. A step whose requests had not failed before is
+  // retried as it is. Failing again: a single request ends with the error; several run fewer at once (half,
+  // the newest preempted), so that the request that fails runs alone at last and the others finish.
+  void on_fault(const ScheduledStep& step, const char* phase, const std::string& error, Outbox& out) {
+    bool again = false;
+    for (const ScheduledSequence& s : step.seqs) again = ++strikes_[s.request_id] > 1 || again;
+    const int64_t tokens = step.num_tokens(), seqs = static_cast<int64_t>(step.seqs.size());
+    if (!again) {
+      log_info("a step of {} tokens over {} requests failed ({}): {}; retrying it", tokens, seqs, phase, error);
+    } else if (seqs == 1) {
+      log_info("a step of {} tokens of one request failed again ({}): {}; the request ends", tokens, phase, error);
+      scheduler_->finish(step.seqs.front().request_id, FinishReason::kError,
+                         fmt::format("the engine step failed: {}", error));
+      finish(scheduler_->take_finished(), out);
+    } else {
+      const int64_t keep = seqs / 2;
+      scheduler_->limit_running(keep);
+      steps_since_oom_ = 0;  // relax_limits lifts the limit after a run of good steps
+      int64_t preempted = 0;
+      while (static_cast<int64_t>(scheduler_->num_running()) > keep && scheduler_->preempt_newest()) ++preempted;
+      log_info("a step of {} tokens over {} requests failed again ({}): {}; {} preempted, at most {} run at once "
+               "until the failing request runs alone", tokens, seqs, phase, error, preempted, keep);
+    }
+  }
+
+  // Doubles the limits set for device memory (or to isolate a failing request) after a run of successful
+  // steps; lifts them past the options.
   void relax_limits() {
     if (scheduler_->step_token_limit() == 0 && scheduler_->running_limit() == 0) return;
     if (++steps_since_oom_ < kStepsBeforeRelaxing) return;
@@ -289,13 +347,16 @@ class Engine::Loop {
     scheduler_->limit_step_tokens(doubled(scheduler_->step_token_limit(), o.max_num_batched_tokens));
     scheduler_->limit_running(doubled(scheduler_->running_limit(), o.max_num_seqs));
     if (scheduler_->step_token_limit() == 0 && scheduler_->running_limit() == 0) {
-      log_info("steps are back to their configured size after {} steps without running out of device memory",
-               kStepsBeforeRelaxing);
+      log_info("steps are back to their configured size after {} steps without running out of device memory "
+               "or failing", kStepsBeforeRelaxing);
     }
   }
 
   void finish(const std::vector<std::unique_ptr<Request>>& done, Outbox& out) {
     engine_.stats_.num_requests_finished += static_cast<int64_t>(done.size());
+    if (!strikes_.empty()) {
+      for (const std::unique_ptr<Request>& r : done) strikes_.erase(r->id);
+    }
     outputs_.on_finished(done, out);
   }
 
@@ -321,6 +382,8 @@ class Engine::Loop {
   int64_t idle_steps_ = 0;
   int64_t past_preemptions_ = 0;  // of schedulers replaced after a failed step
   int64_t steps_since_oom_ = 0;
+  // Failed steps (not for memory) each live request was in since its last step that ran.
+  std::unordered_map<RequestId, int> strikes_;
 };
 
 void Engine::LoopDeleter::operator()(Loop* loop) const { delete loop; }

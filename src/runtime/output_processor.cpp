@@ -116,22 +116,28 @@ void OutputProcessor::on_step(const ScheduledStep& step, StepOutputs& outputs, S
     if (s.emitted >= r->num_output_tokens()) continue;  // cancelled during the step: no new id
     SampleDelta& d = delta(id, s, out);
     const auto ids = r->output_ids();
-    for (; s.emitted < r->num_output_tokens(); ++s.emitted) {
-      const int32_t token = ids[static_cast<size_t>(s.emitted)];
-      d.ids.push_back(token);
-      if (o.logprobs >= 0) {
-        TokenLogprobs lp = outputs.logprobs.at(row);
-        lp.top.resize(static_cast<size_t>(o.logprobs));
-        d.logprobs.push_back(std::move(lp));
-      }
-      if (s.text.stopped()) continue;
-      try {
+    // A failure here (detokenization, stop strings, logprobs) ends this sample alone, with its reason.
+    const char* what = "processed";
+    try {
+      for (; s.emitted < r->num_output_tokens(); ++s.emitted) {
+        const int32_t token = ids[static_cast<size_t>(s.emitted)];
+        d.ids.push_back(token);
+        if (o.logprobs >= 0) {
+          what = "given logprobs";
+          TokenLogprobs lp = outputs.logprobs.at(row);
+          lp.top.resize(static_cast<size_t>(o.logprobs));
+          d.logprobs.push_back(std::move(lp));
+        }
+        if (s.text.stopped()) continue;
+        what = "detokenized";
         const TextStream::Piece piece = s.text.push(token, s.emitted + 1 >= o.min_tokens);
         d.text += piece.text;
         if (piece.stopped) scheduler.finish(id, FinishReason::kStop);  // no-op when it finished already
-      } catch (const Error& e) {
-        scheduler.finish(id, FinishReason::kError, fmt::format("token {} cannot be detokenized: {}", token, e.what()));
       }
+    } catch (const std::exception& e) {
+      s.emitted = r->num_output_tokens();
+      scheduler.finish(id, FinishReason::kError,
+                       fmt::format("token {} cannot be {}: {}", d.ids.empty() ? -1 : d.ids.back(), what, e.what()));
     }
   }
 }
@@ -144,12 +150,18 @@ void OutputProcessor::on_finished(const std::vector<std::unique_ptr<Request>>& d
     SampleDelta& d = delta(r->id, s, out);
     // A stop string that completed in the step where max_tokens was reached still ends with "stop".
     d.finish_reason = s.text.stopped() ? FinishReason::kStop : r->finish_reason;
+    try {
+      d.text += s.text.finish();
+    } catch (const std::exception& e) {  // the text held back cannot be decoded: this sample fails alone
+      d.finish_reason = FinishReason::kError;
+      d.error = fmt::format("the end of the text cannot be detokenized: {}", e.what());
+    }
     if (d.finish_reason == FinishReason::kError) {
       if (d.error.empty()) d.error = r->error;
+      if (d.error.empty()) d.error = "the request ended with an error that gave no reason";
       log_info("request {} (sample {}) ended with an error after {} tokens: {}", s.live->label, s.index,
                r->num_output_tokens(), d.error);
     }
-    d.text += s.text.finish();
     d.num_output_tokens = r->num_output_tokens();
     d.cached_tokens = r->num_cached_tokens;
     d.num_preemptions = r->num_preemptions;

@@ -2,7 +2,10 @@
 // than a set number of rows, as a GPU with too little memory for a step would): the step is taken back and
 // retried with fewer tokens or fewer requests, and every request still finishes with the ids an unlimited
 // engine gives. A single token that finds no memory ends its own request only. Another fault ends the requests
-// of the failed step; the others, and later ones, go on. Each case is logged.
+// of the failed step; the others, and later ones, go on: a step that fails is retried once, then its requests
+// run fewer at once until the failing one runs alone, so that one request's fault (a poisoned prompt token, a
+// sampling row the device refuses) never ends the others, which give the ids of an engine without faults.
+// Each case is logged.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -20,13 +23,17 @@ namespace {
 using test::fixture;
 
 // The CPU backend with a device-memory limit, set once the model is loaded: buffers of [rows, cols] with more
-// than `max_rows` rows (the steps' activations) throw OutOfMemoryError, and a step whose token ids hold `poison` fails with a plain tide::Error.
+// than `max_rows` rows (the steps' activations) throw OutOfMemoryError, a step whose token ids hold `poison`
+// fails with a plain tide::Error, and so does a sample op with a row of seed `poison_seed`.
 class FaultyBackend final : public ForwardingBackend {
  public:
   struct Faults {
     std::atomic<int64_t> max_rows{INT64_MAX};
     std::atomic<int32_t> poison{-1};
     std::atomic<int64_t> refused{0};  // allocations refused so far
+    std::atomic<uint64_t> poison_seed{0};  // 0: none
+    std::atomic<int64_t> samples_before_fault{-1};  // sample ops that run before one fails, whatever its rows
+    std::atomic<int64_t> failed_samples{0};  // sample ops failed so far
   };
 
   explicit FaultyBackend(std::shared_ptr<Faults> faults)
@@ -45,6 +52,19 @@ class FaultyBackend final : public ForwardingBackend {
       if (ids.as<int32_t>()[i] == faults_->poison) fail("test: the device failed on token {}", faults_->poison.load());
     }
     ForwardingBackend::embedding(std::move(out), table, ids);
+  }
+  void sample(Tensor out_ids, Tensor logits, const SamplingBatch& batch) override {
+    if (faults_->samples_before_fault >= 0 && faults_->samples_before_fault-- == 0) {
+      ++faults_->failed_samples;
+      fail("test: the device failed a sample op");
+    }
+    for (const SamplingRow& row : batch.rows) {
+      if (faults_->poison_seed != 0 && row.seed == faults_->poison_seed) {
+        ++faults_->failed_samples;
+        fail("test: the device refused the sampling row of seed {}", row.seed);
+      }
+    }
+    ForwardingBackend::sample(std::move(out_ids), std::move(logits), batch);
   }
 
  private:
@@ -193,6 +213,87 @@ TEST(EngineFaults, AFaultEndsTheRequestsOfItsStepOnly) {
   EXPECT_EQ(rb.ids, plain.generate(fine, g).ids);
   EXPECT_TRUE(log.contains("failed: test: the device failed on token 1000"));
   EXPECT_EQ(engine.kv_report().arena.in_use_blocks, 0);
+}
+
+// Requests that run together, one of them poisoned in the prompt: the steps that hold it fail; it ends alone
+// with the error, the others finish with the ids of an engine without faults.
+TEST(EngineFaults, APoisonedPromptAmongManyEndsOnlyItsOwnRequest) {
+  LogCapture log;
+  auto faults = std::make_shared<FaultyBackend::Faults>();
+  faults->poison = 1000;
+  Engine engine(fixture("cohere2-tiny"), std::make_unique<FaultyBackend>(faults), options());
+  Engine plain(fixture("cohere2-tiny"), std::make_unique<CpuBackend>(), options());
+  std::vector<BatchRequest> batch = requests(8);
+  const size_t poisoned = 5;
+  batch[poisoned].prompt[2] = 1000;
+  const std::vector<GenerateResult> got = engine.generate_batch(batch);
+  for (size_t i = 0; i < batch.size(); ++i) {
+    if (i == poisoned) {
+      EXPECT_EQ(got[i].finish_reason, "error");
+      EXPECT_NE(got[i].error.find("the device failed on token 1000"), std::string::npos) << got[i].error;
+      continue;
+    }
+    EXPECT_EQ(got[i].finish_reason, "length") << i << ": " << got[i].error;
+    EXPECT_EQ(got[i].ids, plain.generate(batch[i].prompt, batch[i].options).ids) << i;
+  }
+  EXPECT_TRUE(log.contains("retrying it"));
+  EXPECT_TRUE(log.contains("until the failing request runs alone"));
+  EXPECT_TRUE(log.contains("ended with an error"));
+  EXPECT_EQ(engine.kv_report().arena.in_use_blocks, 0);
+  // The engine serves every request as before.
+  EXPECT_EQ(engine.generate(batch[0].prompt, batch[0].options).ids, got[0].ids);
+}
+
+// The sample op fails for a batch because of one row (here: the device refuses a row by its seed) while the
+// requests decode together: that request ends, with a message, and the others' ids are those of a clean run.
+TEST(EngineFaults, ASamplingRowTheDeviceRefusesEndsOnlyItsRequest) {
+  LogCapture log;
+  auto faults = std::make_shared<FaultyBackend::Faults>();
+  faults->poison_seed = 777;
+  Engine engine(fixture("cohere2-tiny"), std::make_unique<FaultyBackend>(faults), options());
+  Engine plain(fixture("cohere2-tiny"), std::make_unique<CpuBackend>(), options());
+  std::vector<BatchRequest> batch = requests(8);
+  for (size_t i = 0; i < batch.size(); ++i) {
+    batch[i].options.sampling.temperature = 0.8;
+    batch[i].options.sampling.top_p = 0.9;
+    batch[i].options.sampling.seed = 100 + i;
+  }
+  const size_t poisoned = 2;
+  batch[poisoned].options.sampling.seed = 777;
+  const std::vector<GenerateResult> got = engine.generate_batch(batch);
+  const std::vector<GenerateResult> want = plain.generate_batch(batch);
+  for (size_t i = 0; i < batch.size(); ++i) {
+    if (i == poisoned) {
+      EXPECT_EQ(got[i].finish_reason, "error");
+      EXPECT_NE(got[i].error.find("refused the sampling row of seed 777"), std::string::npos) << got[i].error;
+      EXPECT_TRUE(got[i].ids.empty());
+      continue;
+    }
+    EXPECT_EQ(got[i].finish_reason, "length") << i << ": " << got[i].error;
+    EXPECT_EQ(got[i].ids, want[i].ids) << i;
+  }
+  EXPECT_GE(faults->failed_samples.load(), 2);  // tried, retried, then alone
+  EXPECT_TRUE(log.contains("refused the sampling row of seed 777"));
+  EXPECT_EQ(engine.kv_report().arena.in_use_blocks, 0);
+}
+
+// A step that fails once (a transient device fault) is retried: every request finishes with its ids.
+TEST(EngineFaults, AFaultThatDoesNotRepeatEndsNoRequest) {
+  LogCapture log;
+  auto faults = std::make_shared<FaultyBackend::Faults>();
+  Engine engine(fixture("cohere2-tiny"), std::make_unique<FaultyBackend>(faults), options());
+  Engine plain(fixture("cohere2-tiny"), std::make_unique<CpuBackend>(), options());
+  std::vector<BatchRequest> batch = requests(4);
+  for (BatchRequest& r : batch) r.options.max_tokens = 16;
+  faults->samples_before_fault = 3;  // the fourth sample op fails, once
+  const std::vector<GenerateResult> got = engine.generate_batch(batch);
+  const std::vector<GenerateResult> want = plain.generate_batch(batch);
+  for (size_t i = 0; i < batch.size(); ++i) {
+    EXPECT_EQ(got[i].finish_reason, "length") << i << ": " << got[i].error;
+    EXPECT_EQ(got[i].ids, want[i].ids) << i;
+  }
+  EXPECT_EQ(faults->failed_samples.load(), 1);
+  EXPECT_TRUE(log.contains("test: the device failed a sample op; retrying it"));
 }
 
 }  // namespace
