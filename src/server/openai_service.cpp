@@ -84,12 +84,15 @@ void refresh_engine_metrics(const Engine& engine, MetricsRegistry& m) {
 // --- OpenAiService
 
 OpenAiService::OpenAiService(Engine& engine, std::optional<ChatTemplate> chat_template, std::string served_model_name,
-                             std::string model_root, MetricsRegistry& metrics)
+                             std::string model_root, MetricsRegistry& metrics, int64_t max_samples_per_request)
     : engine_(engine),
       chat_template_(std::move(chat_template)),
       served_model_name_(std::move(served_model_name)),
       model_root_(std::move(model_root)),
-      metrics_(metrics) {}
+      metrics_(metrics),
+      max_samples_per_request_(max_samples_per_request > 0
+                                   ? max_samples_per_request
+                                   : std::max(kDefaultMaxSamplesPerRequest, engine.options().max_num_seqs)) {}
 
 json OpenAiService::models() const {
   return {{"object", "list"},
@@ -131,6 +134,15 @@ void OpenAiService::fit_max_tokens(GenerationJob& job, const GenerationRequest& 
   job.options.max_tokens = max_tokens;
 }
 
+void OpenAiService::check_samples(size_t num_prompts, int n) const {
+  const int64_t samples = static_cast<int64_t>(num_prompts) * n;
+  if (samples > max_samples_per_request_) {
+    bad_request("n", "this request asks for " + std::to_string(samples) + " samples (" + std::to_string(num_prompts) +
+                         " prompts x n = " + std::to_string(n) +
+                         "); a request may ask for at most " + std::to_string(max_samples_per_request_));
+  }
+}
+
 // The fields every job takes from its request (completions and chat share them), after checking the model.
 template <typename Request>
 GenerationJob OpenAiService::new_job(const Request& request, bool chat) const {
@@ -150,6 +162,7 @@ GenerationJob OpenAiService::new_job(const Request& request, bool chat) const {
 
 GenerationJob OpenAiService::prepare_completion(const CompletionRequest& request) const {
   GenerationJob job = new_job(request, /*chat=*/false);
+  check_samples(request.prompts.size(), job.options.n);  // before tokenizing them
   const Tokenizer& tok = engine_.tokenizer();
   for (const PromptInput& p : request.prompts) {
     std::vector<int32_t> ids = p.text ? tok.encode(*p.text, /*add_special_tokens=*/true) : p.ids;
@@ -190,6 +203,7 @@ GenerationJob OpenAiService::prepare_chat(const ChatRequest& request) const {
   GenerationJob job = new_job(request, /*chat=*/true);
   job.prompts.push_back(render_chat(request));
   if (job.prompts[0].empty()) bad_request("messages", "the chat template rendered an empty prompt");
+  check_samples(1, job.options.n);
   fit_max_tokens(job, request, /*default: the rest of max_model_len*/ 0);
   return job;
 }

@@ -48,10 +48,15 @@ void refresh_engine_metrics(const Engine& engine, MetricsRegistry& metrics);
 
 class GenerationRun;
 
+// The most samples (prompts x n) one request may ask for, unless the engine runs more requests at once.
+inline constexpr int64_t kDefaultMaxSamplesPerRequest = 256;
+
 class OpenAiService {
  public:
+  // max_samples_per_request: prompts x n a request may ask for, refused with 400 beyond; 0: the larger of
+  // kDefaultMaxSamplesPerRequest and the engine's max_num_seqs.
   OpenAiService(Engine& engine, std::optional<ChatTemplate> chat_template, std::string served_model_name,
-                std::string model_root, MetricsRegistry& metrics);
+                std::string model_root, MetricsRegistry& metrics, int64_t max_samples_per_request = 0);
 
   Engine& engine() { return engine_; }
   nlohmann::json models() const;
@@ -70,12 +75,15 @@ class OpenAiService {
   std::vector<int32_t> render_chat(const ChatRequest& request) const;
   // Sets job.options.max_tokens from the request (or the default) and checks prompt + max_tokens.
   void fit_max_tokens(GenerationJob& job, const GenerationRequest& request, int64_t default_max_tokens) const;
+  // Refuses a request of more than max_samples_per_request_ samples (prompts x n).
+  void check_samples(size_t num_prompts, int n) const;
 
   Engine& engine_;
   std::optional<ChatTemplate> chat_template_;
   std::string served_model_name_;
   std::string model_root_;
   MetricsRegistry& metrics_;
+  int64_t max_samples_per_request_;
 };
 
 // One submitted job: its handles and the deltas of all of them, in arrival order.
