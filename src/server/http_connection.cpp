@@ -7,7 +7,9 @@
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/status.hpp>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdint>
 
 #include <fmt/format.h>
 
@@ -57,6 +59,22 @@ std::string format_head(int status, const HttpReply& reply, std::optional<size_t
   if (chunked) head += "Transfer-Encoding: chunked\r\n";
   head += keep_alive ? "Connection: keep-alive\r\n\r\n" : "Connection: close\r\n\r\n";
   return head;
+}
+
+void apply_limits(http::request_parser<http::string_body>& parser, const ConnectionLimits& limits) {
+  parser.header_limit(static_cast<uint32_t>(std::min<size_t>(limits.max_header_bytes, UINT32_MAX)));
+  parser.body_limit(limits.max_body_bytes);
+}
+
+HttpRequest to_http_request(http::request<http::string_body>&& message, std::string remote) {
+  HttpRequest request;
+  request.method = std::string(message.method_string());
+  request.target = std::string(message.target());
+  request.path = request.target.substr(0, request.target.find('?'));
+  for (const auto& field : message) request.headers.emplace_back(std::string(field.name_string()), std::string(field.value()));
+  request.body = std::move(message.body());
+  request.remote = std::move(remote);
+  return request;
 }
 
 Connection::Connection(net::ip::tcp::socket socket, ConnectionHost& host, const ConnectionLimits& limits)
@@ -112,8 +130,7 @@ void Connection::wait_for_request() {
   }
   busy_ = false;
   parser_.emplace();
-  parser_->header_limit(static_cast<uint32_t>(limits_.max_header_bytes));
-  parser_->body_limit(limits_.max_body_bytes);
+  apply_limits(*parser_, limits_);
   if (first_ || buffer_.size() > 0) {
     read_header();
     return;
@@ -215,13 +232,7 @@ void Connection::dispatch() {
   auto message = parser_->release();
   parser_.reset();
   keep_alive_ = keep_alive_ && message.keep_alive() && !shutting_down_;
-  HttpRequest request;
-  request.method = method_;
-  request.target = target_;
-  request.path = target_.substr(0, target_.find('?'));
-  for (const auto& field : message) request.headers.emplace_back(std::string(field.name_string()), std::string(field.value()));
-  request.body = std::move(message.body());
-  request.remote = remote_;
+  HttpRequest request = to_http_request(std::move(message), remote_);
   const uint64_t exchange = ++exchange_;
   source_done_ = false;
   reply_complete_ = false;

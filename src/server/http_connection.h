@@ -105,6 +105,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::atomic<bool> busy_{false};
 };
 
+// The connection's parser limits (header and body sizes; the body limit holds for chunked bodies too).
+void apply_limits(boost::beast::http::request_parser<boost::beast::http::string_body>& parser,
+                  const ConnectionLimits& limits);
+// A parsed request as the handlers see it.
+HttpRequest to_http_request(boost::beast::http::request<boost::beast::http::string_body>&& message, std::string remote);
 // The status line's reason phrase ("Not Found").
 std::string reason_phrase(int status);
 // A reply's head: status line, Content-Type, the extra headers, Content-Length (or chunked) and Connection.
