@@ -8,6 +8,7 @@ packages=(
   libutf8proc-dev libpcre2-dev libopenblas-dev libxxhash-dev
   libgtest-dev libgmock-dev
   libcpp-httplib-dev libboost1.81-dev
+  clang-14 libclang-rt-14-dev llvm-14  # scripts/sanitize.sh: sanitizers, libFuzzer, llvm-symbolizer
 )
 # Node.js and npm run the server tests: Debian's packages, unless a node and npm are already installed
 # (e.g. NodeSource's nodejs, which bundles npm and conflicts with Debian's npm package).
