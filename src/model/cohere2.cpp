@@ -227,6 +227,8 @@ Cohere2Model Cohere2Model::load(const std::filesystem::path& dir, Backend& backe
 }
 
 int64_t Cohere2Model::kv_block_bytes(int64_t block_size, KvCacheDtype dtype) const {
+  // With config.h's bounds (layers, kv heads x head_dim <= hidden size) this bound keeps the product in int64.
+  if (block_size <= 0 || block_size > (int64_t{1} << 20)) fail("block size must be in [1, 2^20], got {}", block_size);
   const int64_t layers = config_.layers_per_kv_block;
   if (dtype == KvCacheDtype::kFp8) {
     // A code per value and an F32 scale per head's vector (backend.h, KvStorage).

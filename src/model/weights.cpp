@@ -8,7 +8,9 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/log.h"
 #include "model/checkpoint.h"
+#include "model/checkpoint_checks.h"
 
 namespace tide {
 namespace {
@@ -124,12 +126,21 @@ Linear upload_linear(Backend& backend, const std::vector<LinearInfo>& parts, boo
   return quantized(backend, upload_rows(backend, weights, dtype == backend.weight_dtype() ? dtype : DType::kF32));
 }
 
+// An allocation of the weights that could not be made, with how far the load got (in checkpoint bytes; for
+// dummy weights those of a bf16 checkpoint).
+OutOfMemoryError weights_do_not_fit(const Backend& backend, int64_t done, int64_t total, const OutOfMemoryError& e) {
+  return OutOfMemoryError(fmt::format("the model's weights do not fit in the {} backend's memory (out of memory after "
+                                      "{} of {} checkpoint bytes): {}",
+                                      backend.name(), done, total, e.what()));
+}
+
 }  // namespace
 
 Cohere2Weights Cohere2Weights::load(const ModelConfig& c, const Checkpoint& ckpt, Backend& backend,
                                     const WeightLoadOptions& options) {
   const int64_t h = c.hidden_size, inter = c.intermediate_size;
   // Validate everything before uploading anything: a bad tensor is reported before minutes of copying.
+  const std::vector<std::string> unread = check_tensor_inventory(c, ckpt);
   const TensorInfo& embed = checked(ckpt, "model.embed_tokens.weight", {c.vocab_size, h});
   const TensorInfo& norm = checked(ckpt, "model.norm.weight", {h});
   const TensorInfo* lm_head = c.tie_word_embeddings ? nullptr : &checked(ckpt, "lm_head.weight", {c.vocab_size, h});
@@ -151,6 +162,25 @@ Cohere2Weights Cohere2Weights::load(const ModelConfig& c, const Checkpoint& ckpt
         checked_linear(ckpt, p + "self_attn.o_proj.weight", {h, c.q_size()}),
         checked_linear(ckpt, p + "mlp.down_proj.weight", {h, inter}),
     });
+  }
+
+  // Values: the norms entirely and a sample of the linear weights now; the embedding (and lm_head) entirely,
+  // on another thread while the layers upload (checkpoint_checks.h).
+  std::vector<const TensorInfo*> sampled{&norm};
+  for (const LayerInfos& li : infos) {
+    sampled.push_back(li.norm);
+    for (const std::vector<LinearInfo>* parts : {&li.qkv, &li.gate_up}) {
+      for (const LinearInfo& p : *parts) sampled.push_back(p.weight);
+    }
+    sampled.push_back(li.o.weight);
+    sampled.push_back(li.down.weight);
+  }
+  check_finite_sampled(sampled);
+  if (!unread.empty()) {
+    log_info("warning: {}: {} tensor(s) of the checkpoint are not read by tide{}: '{}'{}", ckpt.dir().string(),
+             unread.size(), c.tie_word_embeddings ? " (tie_word_embeddings is true: lm_head is the embedding)" : "",
+             fmt::join(unread.begin(), unread.begin() + std::min<ptrdiff_t>(std::ssize(unread), 5), "', '"),
+             unread.size() > 5 ? ", ..." : "");
   }
 
   bool stored_fp8 = false;
@@ -184,19 +214,25 @@ Cohere2Weights Cohere2Weights::load(const ModelConfig& c, const Checkpoint& ckpt
     if (options.progress) options.progress(done, total);
   };
 
+  BackgroundFiniteCheck embedding_check(lm_head ? std::vector{&embed, lm_head} : std::vector{&embed});
   Cohere2Weights w;
-  w.embed = upload_one(backend, embed);
-  w.lm_head = lm_head ? upload_one(backend, *lm_head) : w.embed;
-  w.final_norm = upload_one(backend, norm);
-  advance(static_cast<int64_t>(embed.nbytes + norm.nbytes + (lm_head ? lm_head->nbytes : 0)));
-  const bool q = options.quantize_fp8;
-  for (size_t i = 0; i < infos.size(); ++i) {
-    const LayerInfos& li = infos[i];
-    w.layers.push_back(LayerWeights{upload_one(backend, *li.norm), upload_linear(backend, li.qkv, q),
-                                    upload_linear(backend, {li.o}, q), upload_linear(backend, li.gate_up, q),
-                                    upload_linear(backend, {li.down}, q)});
-    advance(layer_bytes[i]);
+  try {
+    w.embed = upload_one(backend, embed);
+    w.lm_head = lm_head ? upload_one(backend, *lm_head) : w.embed;
+    w.final_norm = upload_one(backend, norm);
+    advance(static_cast<int64_t>(embed.nbytes + norm.nbytes + (lm_head ? lm_head->nbytes : 0)));
+    const bool q = options.quantize_fp8;
+    for (size_t i = 0; i < infos.size(); ++i) {
+      const LayerInfos& li = infos[i];
+      w.layers.push_back(LayerWeights{upload_one(backend, *li.norm), upload_linear(backend, li.qkv, q),
+                                      upload_linear(backend, {li.o}, q), upload_linear(backend, li.gate_up, q),
+                                      upload_linear(backend, {li.down}, q)});
+      advance(layer_bytes[i]);
+    }
+  } catch (const OutOfMemoryError& e) {
+    throw weights_do_not_fit(backend, done, total, e);
   }
+  embedding_check.finish();
   return w;
 }
 
@@ -227,19 +263,23 @@ Cohere2Weights Cohere2Weights::dummy(const ModelConfig& c, Backend& backend, con
   };
 
   Cohere2Weights w;
-  w.embed = random(Shape{c.vocab_size, h}, 0.0f, kDummyWeightScale);
-  w.lm_head = c.tie_word_embeddings ? w.embed : random(Shape{c.vocab_size, h}, 0.0f, kDummyWeightScale);
-  w.final_norm = random(Shape{h}, 1.0f, 0.0f);
-  advance(embed_bytes);
-  for (int64_t i = 0; i < c.num_layers; ++i) {
-    LayerWeights l;
-    l.input_norm = random(Shape{h}, 1.0f, 0.0f);
-    l.qkv = linear(c.qkv_size(), h);
-    l.o = linear(h, c.q_size());
-    l.gate_up = linear(2 * c.intermediate_size, h);
-    l.down = linear(h, c.intermediate_size);
-    w.layers.push_back(std::move(l));
-    advance(layer_bytes);
+  try {
+    w.embed = random(Shape{c.vocab_size, h}, 0.0f, kDummyWeightScale);
+    w.lm_head = c.tie_word_embeddings ? w.embed : random(Shape{c.vocab_size, h}, 0.0f, kDummyWeightScale);
+    w.final_norm = random(Shape{h}, 1.0f, 0.0f);
+    advance(embed_bytes);
+    for (int64_t i = 0; i < c.num_layers; ++i) {
+      LayerWeights l;
+      l.input_norm = random(Shape{h}, 1.0f, 0.0f);
+      l.qkv = linear(c.qkv_size(), h);
+      l.o = linear(h, c.q_size());
+      l.gate_up = linear(2 * c.intermediate_size, h);
+      l.down = linear(h, c.intermediate_size);
+      w.layers.push_back(std::move(l));
+      advance(layer_bytes);
+    }
+  } catch (const OutOfMemoryError& e) {
+    throw weights_do_not_fit(backend, done, total, e);
   }
   return w;
 }
