@@ -1,6 +1,7 @@
 #include "tokenizer/added_tokens.h"
 
 #include <algorithm>
+#include <unordered_map>
 
 #include "core/error.h"
 #include "tokenizer/utf8.h"
@@ -15,13 +16,26 @@ AddedVocabulary AddedVocabulary::from_json(const jf::Json* value, const std::str
   jf::as_array(*value, path);
   // HF ignores the "id" written in the file: it re-adds the tokens, reusing vocabulary ids and numbering the
   // others from the vocabulary size on. Well-formed files agree; where they do not, HF's ids are the truth.
+  // Ids written twice for different contents, or written for a content other than the vocabulary's token of
+  // that id, are refused: HF warns and renumbers them, so the model would see other ids than the file says.
   int64_t next_id = static_cast<int64_t>(model.size());
+  std::unordered_map<int32_t, std::string> content_of_id;  // the file's ids
   for (size_t i = 0; i < value->size(); ++i) {
     const std::string entry_path = jf::element(path, i);
     const jf::Json& entry = jf::as_object((*value)[i], entry_path);
     AddedToken token;
     token.content = jf::as_string(jf::require(entry, "content", entry_path), jf::child(entry_path, "content"));
-    jf::as_token_id(jf::require(entry, "id", entry_path), jf::child(entry_path, "id"));
+    const int32_t file_id = jf::as_token_id(jf::require(entry, "id", entry_path), jf::child(entry_path, "id"));
+    const auto [seen, fresh] = content_of_id.emplace(file_id, token.content);
+    if (!fresh && seen->second != token.content) {
+      fail("{}: added tokens '{}' and '{}' both have id {}: every id must name one token", jf::child(entry_path, "id"),
+           seen->second, token.content, file_id);
+    }
+    const std::string* vocab_token = model.id_to_token(file_id);
+    if (vocab_token != nullptr && *vocab_token != token.content) {
+      fail("{}: added token '{}' has id {}, which model.vocab gives to '{}': every id must name one token",
+           jf::child(entry_path, "id"), token.content, file_id, *vocab_token);
+    }
     token.single_word = jf::bool_or(entry, "single_word", false, entry_path);
     token.lstrip = jf::bool_or(entry, "lstrip", false, entry_path);
     token.rstrip = jf::bool_or(entry, "rstrip", false, entry_path);

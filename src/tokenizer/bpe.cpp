@@ -58,11 +58,14 @@ BpeModel BpeModel::from_json(const jf::Json& model, const std::string& path) {
       bpe.id_to_token_.resize(index + 1);
       bpe.has_id_.resize(index + 1, false);
     }
-    // Two tokens sharing an id is malformed; HF keeps an arbitrary one, tide the first in key order.
-    if (!bpe.has_id_[index]) {
-      bpe.id_to_token_[index] = token;
-      bpe.has_id_[index] = true;
+    // Two tokens sharing an id would decode that id to one of them only (HF keeps an arbitrary one): the file
+    // is malformed, and refused rather than decoded wrongly.
+    if (bpe.has_id_[index]) {
+      fail("{}: tokens '{}' and '{}' both have id {}: every vocabulary id must name one token", vocab_path,
+           bpe.id_to_token_[index], token, id);
     }
+    bpe.id_to_token_[index] = token;
+    bpe.has_id_[index] = true;
   }
   bpe.parse_merges(jf::require(model, "merges", path), jf::child(path, "merges"));
   bpe.cache_ = std::make_shared<WordCache>();
