@@ -12,17 +12,34 @@
 namespace tide {
 namespace {
 
-// EOS ids from generation_config.json (an int or a list), when the file exists.
-std::vector<int32_t> generation_config_eos(const std::filesystem::path& dir) {
-  std::ifstream in(dir / "generation_config.json");
-  if (!in) return {};
+// EOS ids from generation_config.json (an int or a list), when the file exists. A file that is there but
+// malformed, or whose token ids are mistyped or outside the vocabulary, is refused naming the file and the
+// field: ignoring it would leave generation without the stop ids the model was trained to end on.
+std::vector<int32_t> generation_config_eos(const std::filesystem::path& dir, int64_t vocab_size) {
+  const std::filesystem::path path = dir / "generation_config.json";
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return {};
+  const std::string file = path.string();
+  std::ifstream in(path);
+  if (!in) fail("{}: cannot open", file);
   const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object() || !j.contains("eos_token_id")) return {};
+  if (j.is_discarded()) fail("{}: not valid JSON", file);
+  if (!j.is_object()) fail("{}: must be a JSON object, got a JSON {}", file, j.type_name());
+  auto token_id = [&](const nlohmann::json& v, const char* field) {
+    if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= vocab_size) {
+      fail("{}: field '{}' must hold token ids in [0, {}) (vocab_size of config.json), got {}", file, field,
+           vocab_size, v.dump());
+    }
+    return static_cast<int32_t>(v.get<int64_t>());
+  };
+  for (const char* field : {"bos_token_id", "pad_token_id"}) {
+    if (j.contains(field) && !j.at(field).is_null()) token_id(j.at(field), field);
+  }
+  if (!j.contains("eos_token_id") || j.at("eos_token_id").is_null()) return {};
   std::vector<int32_t> ids;
   const nlohmann::json& eos = j.at("eos_token_id");
   for (const nlohmann::json& v : eos.is_array() ? eos : nlohmann::json::array({eos})) {
-    if (!v.is_number_integer()) fail("{}: eos_token_id must be integers", (dir / "generation_config.json").string());
-    ids.push_back(v.get<int32_t>());
+    ids.push_back(token_id(v, "eos_token_id"));
   }
   return ids;
 }
@@ -121,7 +138,7 @@ Engine::Engine(const std::filesystem::path& model_dir, std::unique_ptr<Backend> 
   executor_.model().set_graphs_enabled(!options_.enforce_eager);
   executor_.allocate_kv(options_.block_size, arena_, kv_cache_dtype(options_, executor_.model()));
 
-  stop_ids_ = generation_config_eos(model_dir);
+  stop_ids_ = generation_config_eos(model_dir, config().vocab_size);
   for (int32_t id : config().eos_token_ids) stop_ids_.push_back(id);
   if (tokenizer_.eos_id()) stop_ids_.push_back(*tokenizer_.eos_id());
   std::sort(stop_ids_.begin(), stop_ids_.end());
