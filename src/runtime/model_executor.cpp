@@ -9,8 +9,21 @@ ModelExecutor::ModelExecutor(const std::filesystem::path& model_dir, std::unique
     : backend_(std::move(backend)), model_(Cohere2Model::load(model_dir, *backend_, options)) {}
 
 void ModelExecutor::allocate_kv(int64_t block_size, const KvArenaSpec& arena, KvCacheDtype dtype) {
-  host_kv_ = backend_->alloc_host(DType::kU8, Shape{arena.num_host_blocks, model_.kv_block_bytes(block_size, dtype)});
-  kv_ = model_.allocate_kv(block_size, arena.num_blocks, dtype);
+  // An allocation that cannot be made is named by the flag that sized it, with the bytes asked for (the
+  // backend's message adds what is available).
+  const int64_t block_bytes = model_.kv_block_bytes(block_size, dtype);
+  try {
+    host_kv_ = backend_->alloc_host(DType::kU8, Shape{arena.num_host_blocks, block_bytes});
+  } catch (const Error& e) {
+    fail("the host tier of the KV cache (--host-kv-cache-memory: {} blocks of {} bytes) cannot be allocated: {}",
+         arena.num_host_blocks, block_bytes, e.what());
+  }
+  try {
+    kv_ = model_.allocate_kv(block_size, arena.num_blocks, dtype);
+  } catch (const Error& e) {
+    fail("the KV cache (--kv-cache-memory: {} blocks of {} bytes) cannot be allocated: {}", arena.num_blocks,
+         block_bytes, e.what());
+  }
 }
 
 void ModelExecutor::copy_blocks(std::span<const BlockCopy> copies) {

@@ -5,6 +5,9 @@
 
 #include <cmath>
 #include <cstring>
+#include <fstream>
+#include <new>
+#include <string>
 
 #include "backend/uniform_fill.h"
 #include "core/error.h"
@@ -21,11 +24,60 @@ void check_i32(const Tensor& t, const char* what) {
   if (t.dtype != DType::kI32) fail("cpu backend: {} must be I32, got {}", what, dtype_name(t.dtype));
 }
 
+// Host memory the kernel can give without swapping (/proc/meminfo's MemAvailable), or -1 when unknown.
+int64_t host_memory_available() {
+  std::ifstream in("/proc/meminfo");
+  std::string key, unit;
+  int64_t kib = 0;
+  while (in >> key >> kib >> unit) {
+    if (key == "MemAvailable:") return kib * 1024;
+  }
+  return -1;
+}
+
+// Allocations of this size and larger are compared with the memory available first.
+constexpr uint64_t kCheckedAllocBytes = uint64_t{64} << 20;
+
+[[noreturn]] void fail_host_alloc(uint64_t bytes, const Shape& shape, DType dtype) {
+  const int64_t available = host_memory_available();
+  throw OutOfMemoryError(fmt::format(
+      "cannot allocate {} bytes ({:.2f} GiB) of host memory for a {} tensor of shape {}: {}", bytes,
+      static_cast<double>(bytes) / (1u << 30), dtype_name(dtype), shape.str(),
+      available < 0 ? std::string("the memory available is unknown")
+                    : fmt::format("{} bytes ({:.2f} GiB) are available", available, static_cast<double>(available) / (1u << 30))));
+}
+
+// host_tensor, with an allocation that cannot be made reported as OutOfMemoryError naming the bytes asked for
+// and the bytes available, never a bare std::bad_alloc. Every tensor is zero-filled, so an allocation the
+// kernel's overcommit would grant beyond the memory available is refused before it is touched (the process
+// would otherwise end in the OOM killer).
+Tensor checked_host_tensor(DType dtype, const Shape& shape) {
+  uint64_t bytes = dtype_size(dtype);
+  for (int i = 0; i < shape.ndim; ++i) {
+    const int64_t d = shape.dims[static_cast<size_t>(i)];
+    if (d < 0) fail("cpu backend: negative dimension {} in a tensor shape", d);
+    if (__builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes) || bytes > uint64_t{INT64_MAX}) {
+      throw OutOfMemoryError(fmt::format("cannot allocate a {} tensor of shape {}: more than 2^63 bytes",
+                                         dtype_name(dtype), shape.str()));
+    }
+  }
+  if (bytes >= kCheckedAllocBytes) {
+    const int64_t available = host_memory_available();
+    if (available >= 0 && bytes > static_cast<uint64_t>(available)) fail_host_alloc(bytes, shape, dtype);
+  }
+  try {
+    return host_tensor(dtype, shape);
+  } catch (const std::bad_alloc&) {
+    fail_host_alloc(bytes, shape, dtype);
+  }
+}
+
 }  // namespace
 
 // --- memory ---
 
-Tensor CpuBackend::alloc(DType dtype, Shape shape) { return host_tensor(dtype, shape); }
+Tensor CpuBackend::alloc(DType dtype, Shape shape) { return checked_host_tensor(dtype, shape); }
+Tensor CpuBackend::alloc_host(DType dtype, Shape shape) { return checked_host_tensor(dtype, shape); }
 
 void CpuBackend::upload_into_as(Tensor t, const void* host, DType host_dtype) {
   const bool is_float = host_dtype == DType::kF32 || host_dtype == DType::kF16 || host_dtype == DType::kBF16;

@@ -11,8 +11,10 @@ class CpuBackend final : public Backend {
  public:
   std::string name() const override { return "cpu"; }
 
+  // Host memory; an allocation that cannot be made throws OutOfMemoryError naming the bytes asked for and
+  // the bytes available.
   Tensor alloc(DType dtype, Shape shape) override;
-  Tensor alloc_host(DType dtype, Shape shape) override { return host_tensor(dtype, shape); }
+  Tensor alloc_host(DType dtype, Shape shape) override;
   void upload_into_as(Tensor t, const void* host, DType host_dtype) override;
   void upload_into(Tensor t, const void* host) override;
   void download(const Tensor& t, void* host) override;
