@@ -1,7 +1,14 @@
 #include "apps/tide/cli_util.h"
 
+#include <algorithm>
+#include <bit>
 #include <charconv>
+#include <cmath>
 #include <iostream>
+#include <optional>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "backend/cpu/cpu_backend.h"
 #ifdef TIDE_HAVE_CUDA
@@ -51,52 +58,144 @@ void note_stand_in_tokenizer(const Tokenizer& tokenizer, const std::string& mode
             << " ids (ids 0-255 are bytes, id N >= 256 is the text \"<tok_N>\")" << std::endl;
 }
 
+namespace {
+
+std::optional<int64_t> parse_integer(const std::string& text) {
+  int64_t v = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return v;
+}
+
+// "a positive integer", "an integer ≥ 0", "an integer in [1, 64]".
+std::string integer_range(int64_t min, int64_t max) {
+  if (max == INT64_MAX) return min == 1 ? "a positive integer" : fmt::format("an integer ≥ {}", min);
+  return fmt::format("an integer in [{}, {}]", min, max);
+}
+
+}  // namespace
+
+CLI::Validator integer_in(int64_t min, int64_t max) {
+  return CLI::Validator(
+      [min, max](std::string& input) -> std::string {
+        const std::optional<int64_t> v = parse_integer(input);
+        if (v && *v >= min && *v <= max) return "";
+        return fmt::format("must be {}, got {}", integer_range(min, max), input.empty() ? "nothing" : input);
+      },
+      max == INT64_MAX ? fmt::format("INT ≥ {}", min) : fmt::format("INT in [{}, {}]", min, max));
+}
+
+CLI::Validator power_of_two_at_most(int64_t max) {
+  return CLI::Validator(
+      [max](std::string& input) -> std::string {
+        const std::optional<int64_t> v = parse_integer(input);
+        if (v && *v >= 1 && *v <= max && std::has_single_bit(static_cast<uint64_t>(*v))) return "";
+        return fmt::format("must be a positive power of two ≤ {}, got {}", max, input.empty() ? "nothing" : input);
+      },
+      fmt::format("POWER OF 2 ≤ {}", max));
+}
+
+CLI::Validator number_in(double min, double max, bool min_exclusive) {
+  const std::string range = fmt::format("{}{:g}, {:g}]", min_exclusive ? "(" : "[", min, max);
+  const char* bound = min_exclusive ? ">" : "≥";  // of a range without an upper end
+  return CLI::Validator(
+      [=](std::string& input) -> std::string {
+        double v = 0;
+        const auto [end, ec] = std::from_chars(input.data(), input.data() + input.size(), v);
+        const bool number = !input.empty() && ec == std::errc() && end == input.data() + input.size();
+        if (number && std::isfinite(v) && (min_exclusive ? v > min : v >= min) && v <= max) return "";
+        if (max == INFINITY) return fmt::format("must be a finite number {} {:g}, got {}", bound, min, input.empty() ? "nothing" : input);
+        return fmt::format("must be a finite number in {}, got {}", range, input.empty() ? "nothing" : input);
+      },
+      max == INFINITY ? fmt::format("NUMBER {} {:g}", bound, min) : "NUMBER in " + range);
+}
+
+CLI::Validator one_of(std::vector<std::string> values) {
+  const std::string list = fmt::format("{}", fmt::join(values, ", "));
+  return CLI::Validator(
+      [values, list](std::string& input) -> std::string {
+        if (std::find(values.begin(), values.end(), input) != values.end()) return "";
+        return fmt::format("must be {}{}, got '{}'", values.size() > 1 ? "one of " : "", list, input);
+      },
+      "{" + list + "}");
+}
+
+CLI::Validator not_empty(std::string hint) {
+  return CLI::Validator([hint](std::string& input) -> std::string { return input.empty() ? "is empty: " + hint : ""; },
+                        "");
+}
+
+CLI::Validator byte_size(int64_t min) {
+  return CLI::Validator(
+      [min](std::string& input) -> std::string {
+        const std::string given = input;
+        std::string converted = input;
+        std::string error;
+        try {
+          error = CLI::AsSizeValue(false)(converted);
+        } catch (const CLI::Error& e) {
+          error = e.what();
+        }
+        const std::optional<int64_t> v = error.empty() ? parse_integer(converted) : std::nullopt;
+        if (v && *v >= min) {
+          input = converted;
+          return "";
+        }
+        return fmt::format("must be a number of bytes ≥ {} (plain, or with a unit: 512MiB, 2GB, 1TiB), got {}", min,
+                           given.empty() ? "nothing" : given);
+      },
+      "SIZE");
+}
+
 void add_engine_flags(CLI::App* cmd, EngineFlags& flags) {
   EngineOptions& o = flags.options;
   cmd->add_option("--device", flags.device, "Where to run: cpu, cuda, or auto (cuda when a GPU is present)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(one_of({"cpu", "cuda", "auto"}));
   cmd->add_option("--block-size", o.block_size, "Positions per KV cache block")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(power_of_two_at_most(kMaxBlockSizeFlag));
   cmd->add_option("--kv-cache-memory", o.kv_cache_memory,
                   "Bytes for the KV cache pools (suffixes like 512MiB, 2GB accepted); 0: automatic (on a GPU "
                   "what --gpu-memory-utilization leaves after the weights, on the CPU 256MiB)")
       ->capture_default_str()
-      ->transform(CLI::AsSizeValue(false));
+      ->transform(byte_size(0));
   cmd->add_option("--host-kv-cache-memory", o.host_kv_cache_memory,
                   "Bytes of host memory that blocks evicted from the KV cache are kept in (0: none)")
       ->capture_default_str()
-      ->transform(CLI::AsSizeValue(false));
+      ->transform(byte_size(0));
   cmd->add_option("--gpu-memory-utilization", o.gpu_memory_utilization,
                   "Fraction of the GPU's memory tide may use (weights, activations, KV cache) with an automatic "
                   "--kv-cache-memory")
       ->capture_default_str()
-      ->check(CLI::Range(0.01, 1.0));
+      ->check(number_in(0.01, 1.0));
   cmd->add_flag("--no-prefix-caching", flags.no_prefix_caching, "Never reuse KV blocks across requests");
   cmd->add_flag("--enforce-eager", o.enforce_eager,
                 "Run every decode step op by op instead of replaying recorded CUDA graphs");
   cmd->add_option("--quantization", o.quantization,
                   "fp8: quantize the linear layers to FP8 E4M3 at load (one scale per weight row, activations per "
                   "token); FP8 checkpoints are read as FP8 without it")
-      ->check(CLI::IsMember({"fp8"}));
+      ->check(one_of({"fp8"}));
   cmd->add_option("--load-format", o.load_format,
                   "auto: the folder's safetensors checkpoint; dummy: random weights made on the device from "
                   "config.json alone (no checkpoint read), to serve or benchmark a model's shape; with "
                   "--quantization fp8 they are quantized like real weights")
-      ->check(CLI::IsMember({"auto", "dummy"}));
+      ->check(one_of({"auto", "dummy"}));
   cmd->add_option("--kv-cache-dtype", o.kv_cache_dtype,
                   "auto: the KV cache in the activation dtype; fp8 (fp8_e4m3): E4M3 codes with one scale per "
                   "head's key or value vector, about half the bytes (CUDA: head_dim 64, 128 or 256)")
-      ->check(CLI::IsMember({"auto", "fp8", "fp8_e4m3"}));
-  cmd->add_option("--max-num-seqs", o.max_num_seqs, "Requests running at once")->capture_default_str();
+      ->check(one_of({"auto", "fp8", "fp8_e4m3"}));
+  cmd->add_option("--max-num-seqs", o.max_num_seqs, "Requests running at once")
+      ->capture_default_str()
+      ->check(integer_in(1, kMaxNumSeqsFlag));
   cmd->add_option("--max-num-batched-tokens", o.max_num_batched_tokens,
                   "Tokens of one forward step, all requests together (0: 8192 on a GPU, 2048 on the CPU)")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(integer_in(0, kMaxTokensFlag));
   cmd->add_option("--max-model-len", o.max_model_len,
                   "Longest prompt + completion a request may ask for (0: the model's maximum)")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(integer_in(0, kMaxTokensFlag));
 }
 
 EngineOptions engine_options(const EngineFlags& flags) {

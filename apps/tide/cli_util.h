@@ -10,6 +10,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "model/config.h"
 #include "runtime/engine.h"
 
 namespace tide::cli {
@@ -25,6 +26,29 @@ struct EngineFlags {
   EngineOptions options;
   bool no_prefix_caching = false;
 };
+// Checks of flag values whose refusals say the accepted values in words: the message of each starts with
+// "must" or "is", and main prints it after the flag's name ("--block-size must be a positive power of two
+// ≤ 256, got 0"), where CLI11's own range checks print the limits of a double in 309 digits. Refusals are
+// usage errors (exit status 2).
+// An integer in [min, max] (max INT64_MAX: "an integer ≥ min").
+CLI::Validator integer_in(int64_t min, int64_t max);
+// A power of two in [1, max].
+CLI::Validator power_of_two_at_most(int64_t max);
+// A finite number in [min, max], or (min, max] when `min_exclusive`.
+CLI::Validator number_in(double min, double max, bool min_exclusive = false);
+// One of `values`.
+CLI::Validator one_of(std::vector<std::string> values);
+// A non-empty value; `hint` says what to give instead ("is empty: HINT").
+CLI::Validator not_empty(std::string hint);
+// A byte count, plain or with a unit (512MiB, 2GB, 1TiB; CLI11's AsSizeValue), at least `min`; the value
+// becomes the number of bytes.
+CLI::Validator byte_size(int64_t min);
+// Longest --max-tokens / --min-tokens / --max-model-len / --max-num-batched-tokens: no model's context is
+// longer (config.h's bound of max_position_embeddings), and the sums the engine forms from them stay in range.
+inline constexpr int64_t kMaxTokensFlag = kMaxConfigPositions;
+// Largest --block-size (positions per KV block; a power of two) and --max-num-seqs.
+inline constexpr int64_t kMaxBlockSizeFlag = 256;
+inline constexpr int64_t kMaxNumSeqsFlag = 65536;
 // Registers EngineFlags' options on `cmd`; `flags` must outlive the parse.
 void add_engine_flags(CLI::App* cmd, EngineFlags& flags);
 // The EngineOptions the flags ask for.

@@ -2,8 +2,12 @@
 // at once with --concurrent: continuous batching), printing the text as it is produced, or one JSON object
 // per prompt with --json.
 #include <algorithm>
+#include <charconv>
+#include <cmath>
 #include <iostream>
 #include <memory>
+
+#include <fmt/format.h>
 
 #include "apps/tide/cli_util.h"
 #include "apps/tide/commands.h"
@@ -114,6 +118,18 @@ void run_one(Engine& engine, const std::vector<int32_t>& prompt_ids, const Gener
   if (!error.empty()) fail("{}", error);
 }
 
+// --seed: any 64-bit unsigned integer.
+CLI::Validator seed_value() {
+  return CLI::Validator(
+      [](std::string& input) -> std::string {
+        uint64_t v = 0;
+        const auto [end, ec] = std::from_chars(input.data(), input.data() + input.size(), v);
+        if (!input.empty() && ec == std::errc() && end == input.data() + input.size()) return "";
+        return fmt::format("must be an integer in [0, {}], got {}", UINT64_MAX, input.empty() ? "nothing" : input);
+      },
+      "UINT64");
+}
+
 void run_generate(const GenerateArgs& args, const CLI::App& cmd) {
   // Read every input before loading the model: a bad file fails fast.
   std::vector<PromptSpec> prompts;
@@ -184,55 +200,66 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--model", args->model, "Hugging Face model folder (config.json, *.safetensors, tokenizer.json)")
       ->required()
       ->check(CLI::ExistingDirectory);
-  auto* text = cmd->add_option("--prompt", args->prompt, "Prompt text (tokenized with BOS)");
-  auto* ids = cmd->add_option("--prompt-ids", args->prompt_ids, "Prompt token ids, comma-separated");
+  auto* text = cmd->add_option("--prompt", args->prompt, "Prompt text (tokenized with BOS)")
+                   ->check(not_empty("the prompt has no text to continue (give text, or --prompt-ids)"));
+  auto* ids = cmd->add_option("--prompt-ids", args->prompt_ids, "Prompt token ids, comma-separated")
+                  ->check(not_empty("give token ids separated by commas, e.g. 5,17,42"));
   auto* file = cmd->add_option("--prompts-file", args->prompts_file,
                                "JSON Lines of {\"prompt_ids\": [...]} or {\"prompt\": \"...\"} (optional "
-                               "\"max_tokens\"), run one after another in one engine (all at once with --concurrent)");
+                               "\"max_tokens\"), run one after another in one engine (all at once with --concurrent)")
+                   ->check(not_empty("give the path of a JSON Lines file"));
   text->excludes(ids);
   file->excludes(text)->excludes(ids);
   cmd->add_option("--max-tokens", args->max_tokens, "Maximum number of tokens to generate")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(integer_in(0, kMaxTokensFlag));
   cmd->add_option("--temperature", args->temperature, "Sampling temperature; 0 is greedy")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--top-k", args->top_k, "Keep the k most likely tokens (0: off)")->capture_default_str();
+      ->check(number_in(0, INFINITY));
+  cmd->add_option("--top-k", args->top_k, "Keep the k most likely tokens (0: off)")
+      ->capture_default_str()
+      ->check(integer_in(0, INT64_MAX));
   cmd->add_option("--top-p", args->top_p, "Keep the smallest set of tokens with this probability mass")
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 1.0));
+      ->check(number_in(0.0, 1.0, /*min_exclusive=*/true));
   cmd->add_option("--min-p", args->min_p,
                   "Keep tokens at least this fraction as likely as the most likely one (0: off; applied after "
                   "top-k and top-p)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(number_in(0.0, 1.0));
   cmd->add_option("--presence-penalty", args->presence_penalty,
                   "Subtracted from the logit of every token already in the output, in [-2, 2] (0: off)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(number_in(-2.0, 2.0));
   cmd->add_option("--frequency-penalty", args->frequency_penalty,
                   "Times a token's count in the output, subtracted from its logit, in [-2, 2] (0: off)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(number_in(-2.0, 2.0));
   cmd->add_option("--repetition-penalty", args->repetition_penalty,
                   "Divides positive logits (multiplies negative ones) of tokens in the prompt or output, as "
                   "transformers (1: off; > 1 discourages repetition)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(number_in(0.0, INFINITY, /*min_exclusive=*/true));
   cmd->add_option("--seed", args->seed,
-                  "Seed of the sampler (reproducible sampling: the same tokens on the CPU and the GPU)");
+                  "Seed of the sampler (reproducible sampling: the same tokens on the CPU and the GPU)")
+      ->check(seed_value());
   add_engine_flags(cmd, args->engine);
   cmd->add_flag("--ignore-eos", args->ignore_eos, "Keep generating after an end-of-sequence token");
   cmd->add_option("--stop", args->stop,
-                  "A string that ends generation when it appears in the output (left out of the text); repeatable");
+                  "A string that ends generation when it appears in the output (left out of the text); repeatable")
+      ->check(not_empty("a stop string needs at least one character"));
   cmd->add_option("--min-tokens", args->min_tokens,
                   "Tokens generated before an end-of-sequence token or a stop string may end generation")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(integer_in(0, kMaxTokensFlag));
   cmd->add_option("--logprobs", args->logprobs,
                   "With --json: the log-probability of each generated token and of the N most likely ones (0-20; "
                   "-1: none)")
       ->capture_default_str()
-      ->check(CLI::Range(-1, kMaxLogprobs));
+      ->check(integer_in(-1, kMaxLogprobs));
   cmd->add_option("--n", args->n, "Samples per prompt (they share the prompt's KV blocks)")
       ->capture_default_str()
-      ->check(CLI::Range(1, kMaxSamplesPerRequest));
+      ->check(integer_in(1, kMaxSamplesPerRequest));
   cmd->add_flag("--concurrent", args->concurrent,
                 "Submit every prompt at once and run them together (continuous batching) instead of one after "
                 "another; output in the prompts' order when all have finished");
@@ -241,7 +268,8 @@ void add_generate_command(CLI::App& app) {
                 "\"logprobs\" and \"samples\" when asked for)");
   cmd->callback([args, cmd] {
     if (args->prompt.empty() && args->prompt_ids.empty() && args->prompts_file.empty()) {
-      fail("generate: give --prompt, --prompt-ids or --prompts-file");
+      throw CLI::RequiredError("generate: no prompt: give --prompt TEXT, --prompt-ids IDS or --prompts-file FILE",
+                               CLI::ExitCodes::RequiredError);
     }
     run_generate(*args, *cmd);
   });

@@ -46,12 +46,16 @@ void add_logits_command(CLI::App& app) {
   auto args = std::make_shared<LogitsArgs>();
   CLI::App* cmd = app.add_subcommand("logits", "Print the logits of a prompt as JSON {\"logits\": [[...], ...]}");
   cmd->add_option("--model", args->model, "Hugging Face model folder")->required()->check(CLI::ExistingDirectory);
-  cmd->add_option("--prompt-ids", args->prompt_ids, "Prompt token ids, comma-separated")->required();
+  cmd->add_option("--prompt-ids", args->prompt_ids, "Prompt token ids, comma-separated")
+      ->required()
+      ->check(not_empty("give token ids separated by commas, e.g. 5,17,42"));
   cmd->add_flag("--all-positions", args->all_positions, "Logits of every position, not only the last");
   cmd->add_option("--block-size", args->block_size, "Positions per KV cache block")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--device", args->device, "Where to run: cpu, cuda, or auto (cuda when a GPU is present)")->capture_default_str();
+      ->check(power_of_two_at_most(kMaxBlockSizeFlag));
+  cmd->add_option("--device", args->device, "Where to run: cpu, cuda, or auto (cuda when a GPU is present)")
+      ->capture_default_str()
+      ->check(one_of({"cpu", "cuda", "auto"}));
   cmd->callback([args] { run_logits(*args); });
 }
 

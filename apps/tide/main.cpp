@@ -1,6 +1,7 @@
 // The tide command-line program: generate, logits, tokenize, detokenize, serve, quantize, bench serve.
 // Outside scripts parse its JSON output, so flag names and JSON keys are kept stable.
-// Errors go to stderr with exit status 1 (2 for bad flags, from CLI11).
+// Errors go to stderr: exit status 2 for usage errors (unknown commands and flags, missing or bad flag values),
+// 1 for everything else (a model folder, a file or a request that cannot be used).
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -9,6 +10,22 @@
 
 #include "apps/tide/commands.h"
 #include "core/error.h"
+
+namespace {
+
+// CLI11 writes a refused value as "--flag: MESSAGE"; the flag checks' messages (cli_util.h) begin with "must"
+// or "is" and read as one sentence after the flag's name: "--block-size must be ...".
+std::string usage_message(std::string message) {
+  for (const char* verb : {": must ", ": is "}) {
+    const size_t at = message.find(verb);
+    if (at != std::string::npos && message.rfind("-", 0) == 0 && message.find(' ') > at) {
+      return message.erase(at, 1);
+    }
+  }
+  return message;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"tide: an inference engine for Cohere2 models (sliding-window + global attention)", "tide"};
@@ -36,7 +53,10 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);  // --help, --version
+    std::fflush(stdout);
+    std::cerr << "tide: error: " << usage_message(e.what()) << "\nRun with --help for more information.\n";
+    return 2;
   } catch (const tide::Error& e) {
     std::fflush(stdout);
     std::cerr << "tide: error: " << e.what() << "\n";

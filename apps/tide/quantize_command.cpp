@@ -22,10 +22,12 @@ void add_quantize_command(CLI::App& app) {
   cmd->add_option("--model", args->model, "Hugging Face model folder with BF16, F16 or F32 weights")
       ->required()
       ->check(CLI::ExistingDirectory);
-  cmd->add_option("--out", args->out, "Folder to write (must not exist or be empty)")->required();
+  cmd->add_option("--out", args->out, "Folder to write (must not exist or be empty)")
+      ->required()
+      ->check(not_empty("give the folder to write"));
   cmd->add_option("--shard-size", args->shard_size, "Largest safetensors file written (suffixes like 4GiB accepted)")
       ->capture_default_str()
-      ->transform(CLI::AsSizeValue(false));
+      ->transform(byte_size(1));
   cmd->callback([args] {
     const bool terminal = isatty(fileno(stderr)) != 0;  // a percentage redrawn in place, on a terminal only
     int last = -1;

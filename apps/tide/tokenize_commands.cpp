@@ -26,7 +26,9 @@ void add_tokenize_commands(CLI::App& app) {
 
   CLI::App* detok = app.add_subcommand("detokenize", "Print the text of token ids as JSON {\"text\": \"...\"}");
   detok->add_option("--model", args->model, "Model folder with tokenizer.json")->required()->check(CLI::ExistingDirectory);
-  detok->add_option("--ids", args->ids, "Token ids, comma-separated")->required();
+  detok->add_option("--ids", args->ids, "Token ids, comma-separated")
+      ->required()
+      ->check(not_empty("give token ids separated by commas, e.g. 5,17,42"));
   detok->add_flag("--skip-special", args->skip_special, "Leave special tokens out of the text");
   detok->callback([args] {
     const Tokenizer tokenizer = Tokenizer::from_dir(args->model);

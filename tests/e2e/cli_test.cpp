@@ -2,34 +2,17 @@
 // bad ids and missing models (stderr, non-zero status, never a crash).
 #include <gtest/gtest.h>
 
-#include <sys/wait.h>
-
-#include <array>
-#include <cstdio>
 #include <sstream>
 
 #include "../test_util.h"
+#include "cli_run.h"
 
 namespace tide {
 namespace {
 
-struct RunResult {
-  int status = -1;  // exit status; -1 when killed by a signal
-  std::string out;  // stdout and stderr together
-};
+using test::RunResult;
 
-RunResult run(const std::string& args) {
-  const std::string command = std::string(TIDE_BINARY) + " " + args + " 2>&1";
-  FILE* pipe = popen(command.c_str(), "r");
-  if (!pipe) throw std::runtime_error("popen failed");
-  RunResult r;
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) r.out.append(buf.data(), n);
-  const int status = pclose(pipe);
-  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+RunResult run(const std::string& args) { return test::run_tide(args); }
 
 const std::string kModel = "--model " + test::fixture("cohere2-tiny").string();
 
@@ -233,10 +216,10 @@ TEST(Cli, BadInputIsAClearErrorNotACrash) {
            {"generate " + kModel + " --prompt-ids 5 --max-tokens 100000", "maximum length"},
            {"generate " + kModel, "--prompt"},
            {"generate " + kModel + " --prompt hi --top-p 2", "top-p"},
-           {"generate " + kModel + " --prompt hi --min-p 1.5", "min_p"},
-           {"generate " + kModel + " --prompt hi --repetition-penalty 0", "repetition_penalty"},
-           {"generate " + kModel + " --prompt hi --presence-penalty 3", "presence_penalty"},
-           {"generate " + kModel + " --prompt hi --frequency-penalty -2.5", "frequency_penalty"},
+           {"generate " + kModel + " --prompt hi --min-p 1.5", "--min-p"},
+           {"generate " + kModel + " --prompt hi --repetition-penalty 0", "--repetition-penalty"},
+           {"generate " + kModel + " --prompt hi --presence-penalty 3", "--presence-penalty"},
+           {"generate " + kModel + " --prompt hi --frequency-penalty -2.5", "--frequency-penalty"},
            {"generate " + kModel + " --prompt hi --block-size 0", "block-size"},
            {"generate " + kModel + " --prompt hi --concurrent --max-num-seqs 0", "--max-num-seqs"},
            {"generate " + kModel + " --prompt hi --concurrent --max-num-batched-tokens -4", "--max-num-batched-tokens"},
@@ -256,6 +239,57 @@ TEST(Cli, BadInputIsAClearErrorNotACrash) {
     EXPECT_GT(r.status, 0) << c.args << "\n" << r.out;  // an exit status, not a signal
     EXPECT_NE(r.out.find(c.needle), std::string::npos) << c.args << "\n" << r.out;
   }
+}
+
+// Bad flag values are usage errors (exit status 2) whose message says the accepted values in words, never
+// CLI11's range message with the 309 digits of the largest double.
+TEST(Cli, BadFlagValuesSayTheRangeInWordsWithExitStatus2) {
+  const std::string gen = "generate " + kModel + " --prompt hi";
+  struct Case {
+    std::string args, message;  // the message: the first line after "tide: error: "
+  };
+  for (const Case& c : std::vector<Case>{
+           {gen + " --block-size 0", "--block-size must be a positive power of two ≤ 256, got 0"},
+           {gen + " --block-size 48", "--block-size must be a positive power of two ≤ 256, got 48"},
+           {gen + " --max-tokens -1", "--max-tokens must be an integer in [0, 16777216], got -1"},
+           {gen + " --max-tokens 1e3", "--max-tokens must be an integer in [0, 16777216], got 1e3"},
+           {gen + " --temperature inf", "--temperature must be a finite number ≥ 0, got inf"},
+           {gen + " --temperature nan", "--temperature must be a finite number ≥ 0, got nan"},
+           {gen + " --temperature -1", "--temperature must be a finite number ≥ 0, got -1"},
+           {gen + " --top-p 0", "--top-p must be a finite number in (0, 1], got 0"},
+           {gen + " --top-k -1", "--top-k must be an integer ≥ 0, got -1"},
+           {gen + " --repetition-penalty 0", "--repetition-penalty must be a finite number > 0, got 0"},
+           {gen + " --seed -1", "--seed must be an integer in [0, 18446744073709551615], got -1"},
+           {gen + " --n 0", "--n must be an integer in [1, 128], got 0"},
+           {gen + " --logprobs 21", "--logprobs must be an integer in [-1, 20], got 21"},
+           {gen + " --min-tokens -2", "--min-tokens must be an integer in [0, 16777216], got -2"},
+           {gen + " --max-num-seqs 0", "--max-num-seqs must be an integer in [1, 65536], got 0"},
+           {gen + " --max-model-len -1", "--max-model-len must be an integer in [0, 16777216], got -1"},
+           {gen + " --gpu-memory-utilization 1.5", "--gpu-memory-utilization must be a finite number in [0.01, 1], got 1.5"},
+           {gen + " --kv-cache-memory lots",
+            "--kv-cache-memory must be a number of bytes ≥ 0 (plain, or with a unit: 512MiB, 2GB, 1TiB), got lots"},
+           {gen + " --device tpu", "--device must be one of cpu, cuda, auto, got 'tpu'"},
+           {gen + " --quantization int4", "--quantization must be fp8, got 'int4'"},
+           {gen + " --stop ''", "--stop is empty: a stop string needs at least one character"},
+           {"generate " + kModel + " --prompt ''",
+            "--prompt is empty: the prompt has no text to continue (give text, or --prompt-ids)"},
+           {"generate " + kModel, "generate: no prompt: give --prompt TEXT, --prompt-ids IDS or --prompts-file FILE"},
+           {gen + " --no-such-flag", "The following argument was not expected: --no-such-flag"},
+           {"logits " + kModel + " --prompt-ids 5 --block-size 0", "--block-size must be a positive power of two ≤ 256, got 0"},
+           {"logits " + kModel + " --prompt-ids ''", "--prompt-ids is empty: give token ids separated by commas, e.g. 5,17,42"},
+           {"detokenize " + kModel + " --ids ''", "--ids is empty: give token ids separated by commas, e.g. 5,17,42"},
+           {"quantize " + kModel + " --out /tmp/x --shard-size 0",
+            "--shard-size must be a number of bytes ≥ 1 (plain, or with a unit: 512MiB, 2GB, 1TiB), got 0"},
+       }) {
+    const RunResult r = run(c.args);
+    EXPECT_EQ(r.status, 2) << c.args << "\n" << r.out;
+    EXPECT_EQ(r.out.substr(0, r.out.find('\n')), "tide: error: " + c.message) << c.args;
+    EXPECT_EQ(r.out.find("179769"), std::string::npos) << r.out;
+  }
+  // Sizes with units are accepted; what the engine then refuses is not a usage error (exit status 1).
+  const RunResult small = run(gen + " --kv-cache-memory 1KiB");
+  EXPECT_EQ(small.status, 1) << small.out;
+  EXPECT_NE(small.out.find("--kv-cache-memory of 1024 bytes holds no KV block"), std::string::npos) << small.out;
 }
 
 TEST(Cli, HelpOnEveryCommand) {
