@@ -28,7 +28,7 @@ int64_t BoundArgs::get_int(size_t index, int64_t fallback) const {
   if (!given_[index]) return fallback;
   const Value& value = values_[index];
   if (value.is_int()) return value.as_int();
-  if (value.is_float()) return static_cast<int64_t>(value.as_number());
+  if (value.is_float()) return float_to_int(value.as_number());
   runtime_error("{}(): argument '{}' must be an integer, not {}", function_, names_[index], value.type_name());
 }
 

@@ -215,13 +215,13 @@ Value filter_int(Evaluator&, const Value& input, CallArgs& args) {
   if (input.is_float()) {
     const double number = input.as_number();
     if (!std::isfinite(number)) runtime_error("cannot convert float {} to integer", py_float_repr(number));
-    return Value::integer(static_cast<int64_t>(number));
+    return Value::integer(float_to_int(number));
   }
   if (!input.is_string()) return fallback;
   if (auto value = parse_python_int(input.as_string(), static_cast<int>(bound.get_int(1, 10))))
     return Value::integer(*value);
   if (auto value = parse_python_float(input.as_string()); value && std::isfinite(*value)) {
-    return Value::integer(static_cast<int64_t>(*value));
+    return Value::integer(float_to_int(*value));
   }
   return fallback;
 }
@@ -264,7 +264,7 @@ Value filter_round(Evaluator&, const Value& input, CallArgs& args) {
   if (method == "common") {
     if (input.is_int()) {
       if (precision >= 0) return Value::integer(input.as_int());
-      return Value::integer(static_cast<int64_t>(python_round(static_cast<double>(input.as_int()), precision)));
+      return Value::integer(float_to_int(python_round(static_cast<double>(input.as_int()), precision)));
     }
     return Value::real(python_round(input.as_number(), precision));
   }

@@ -242,7 +242,7 @@ std::string format_number(const Value& arg, const FormatSpec& spec) {
   std::string text;
   const char c = spec.conversion;
   if (c == 'd' || c == 'i' || c == 'x' || c == 'X' || c == 'o') {
-    const int64_t value = arg.is_int() ? arg.as_int() : static_cast<int64_t>(arg.as_number());
+    const int64_t value = arg.is_int() ? arg.as_int() : float_to_int(arg.as_number());
     const char* format = c == 'x' ? "%llx" : c == 'X' ? "%llX" : c == 'o' ? "%llo" : "%lld";
     const unsigned long long magnitude = value < 0 ? 0ULL - static_cast<unsigned long long>(value) : value;
     char buf[32];

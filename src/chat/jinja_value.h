@@ -43,6 +43,13 @@ template <typename... Args>
   throw RuntimeError(fmt::format(format, std::forward<Args>(args)...));
 }
 
+// Python's int() of a float: truncated toward zero. Python's result may be any size; tide's integers are 64-bit,
+// so a value outside their range (and inf, nan) is a RuntimeError, never an undefined conversion.
+inline int64_t float_to_int(double number) {
+  if (!(number >= -0x1p63 && number < 0x1p63)) runtime_error("cannot convert float {} to a 64-bit integer", number);
+  return static_cast<int64_t>(number);
+}
+
 enum class SequenceKind : uint8_t {
   kList,
   kTuple,

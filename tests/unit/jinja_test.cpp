@@ -185,6 +185,17 @@ TEST(JinjaLimits, RangeIsCapped) {
 
 // --- behaviour Python cannot pin down in a fixture ---
 
+// Python turns any float into an exact (big) integer; tide's integers are 64-bit, so a float beyond them is a
+// template error where a conversion would otherwise be undefined behaviour (found by fuzz/chat_template).
+TEST(JinjaLimits, FloatsBeyond64BitIntegersAreErrors) {
+  for (const char* source : {"{{ 1e100|int }}", "{{ '-1e19'|int }}", "{{ '%d' % 1e300 }}", "{{ '%x' % (0.0 * 1e400) }}",
+                             "{{ 9223372036854775807|round(-1) }}", "{{ 'abc'|center(1e30) }}"}) {
+    EXPECT_NE(error_of([&] { render(source); }).find("64-bit integer"), std::string::npos) << source;
+  }
+  EXPECT_EQ(render("{{ 9.2e18|int }} {{ -9.2e18|int }} {{ '%d' % -3.9 }}"),
+            "9200000000000000000 -9200000000000000000 -3");
+}
+
 TEST(JinjaGlobals, StrftimeNow) {
   const std::string year = render("{{ strftime_now('%Y') }}");
   EXPECT_TRUE(std::regex_match(year, std::regex("[0-9]{4}"))) << year;
