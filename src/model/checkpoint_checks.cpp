@@ -67,11 +67,11 @@ int64_t first_masked(const std::byte* data, size_t count, U mask) {
   constexpr size_t kBlock = 4096;
   for (size_t begin = 0; begin < count; begin += kBlock) {
     const size_t end = std::min(count, begin + kBlock);
-    bool bad = false;
+    unsigned bad = 0;  // an integer, not a bool: GCC vectorizes this OR but not a bool's
     for (size_t i = begin; i < end; ++i) {
       U v;
       std::memcpy(&v, data + i * sizeof(U), sizeof(U));  // tensors may be unaligned (safetensors.h)
-      bad |= (v & mask) == mask;
+      bad |= static_cast<unsigned>((v & mask) == mask);
     }
     if (!bad) continue;
     for (size_t i = begin; i < end; ++i) {

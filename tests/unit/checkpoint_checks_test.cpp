@@ -2,6 +2,7 @@
 // tensors, and the strided sample of large ones (its first and last elements and evenly spaced runs).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/error.h"
@@ -85,8 +86,9 @@ TEST(CheckpointChecks, SmallTensorsAreScannedEntirelyAndLargeOnesBySample) {
   EXPECT_NE(sampled_error(tensor(small, DType::kF32, {static_cast<int64_t>(small.size() / 4)})).find("+infinity"),
             std::string::npos);
 
-  // 64 MiB of F32: kMinSampleRuns runs of kSampleRunBytes, the first at 0 and the last ending at the end.
-  const size_t n = (size_t{64} << 20) / 4, run = kSampleRunBytes / 4, runs = kMinSampleRuns;
+  // 64 MiB of F32: runs of kSampleRunBytes, the first at 0 and the last ending at the end.
+  const size_t n = (size_t{64} << 20) / 4, run = kSampleRunBytes / 4;
+  const size_t runs = std::max(kMinSampleRuns, 4 * n / (kSampleRunBytes * kSampleStride));
   std::vector<unsigned char> large(n * 4);
   const TensorInfo t = tensor(large, DType::kF32, {static_cast<int64_t>(n)});
   EXPECT_EQ(sampled_error(t), "");
