@@ -1,4 +1,4 @@
-// Helpers shared by the subcommands: parsing id lists, building an engine, writing JSON.
+// Shared by the subcommands: parsing id lists, checking flag values, building an engine, writing JSON.
 #pragma once
 
 #include <cstdint>
