@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "core/fp8.h"
 #include "model/checkpoint.h"
+#include "model/checkpoint_checks.h"
 #include "model/config.h"
 
 namespace tide {
@@ -93,8 +94,9 @@ QuantizeReport quantize_checkpoint_fp8(const std::filesystem::path& in_dir, cons
     fail("{} exists and is not an empty folder: tide quantize does not overwrite", out_dir.string());
   }
   const ModelConfig config = ModelConfig::from_dir(in_dir);  // validates: a Cohere2 folder
-  (void)config;
   const Checkpoint ckpt = Checkpoint::open(in_dir);
+  // A checkpoint of other layers than config.json declares would give an FP8 folder that no load accepts.
+  check_tensor_inventory(config, ckpt);
 
   // Plan the shards in name order (deterministic), quantized sizes counted.
   const std::vector<std::string> names = ckpt.names();

@@ -229,6 +229,20 @@ TEST(ModelFiles, TensorsOutsideTheLayersThatTideDoesNotReadAreNamedInAWarning) {
   EXPECT_EQ(r.out.find("inv_freq"), std::string::npos) << r.out;
 }
 
+// tide quantize reads the same folders: a checkpoint of other layers than config.json declares is refused
+// before any FP8 file is written.
+TEST(ModelFiles, QuantizeRefusesALayerCountMismatch) {
+  const ModelCopy model;
+  set_config(model, "num_hidden_layers", 6);
+  const auto out = model.path() / "fp8";
+  const test::RunResult r = test::run_tide("quantize --model " + model.path().string() + " --out " + out.string());
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_NE(r.out.find("config.json: field 'num_hidden_layers' is 6, but the checkpoint holds layers 0-7"),
+            std::string::npos)
+      << r.out;
+  EXPECT_FALSE(std::filesystem::exists(out / "model.safetensors"));
+}
+
 // The tokenizer alone (tokenize) refuses a vocabulary with duplicate ids too.
 TEST(ModelFiles, TokenizeRefusesDuplicateVocabularyIds) {
   const ModelCopy model;
