@@ -1,7 +1,7 @@
 // Fuzzes tokenizer loading (Tokenizer::from_json, tokenizer/tokenizer.h). The input is tokenizer.json's text,
 // optionally followed by a NUL, tokenizer_config.json's text, another NUL and a text to encode. A tokenizer that
-// loads must encode that text (or a fixed sample), decode every id of its vocabulary, and refuse unknown ids
-// cleanly.
+// loads must encode that text (or a fixed sample) or refuse it with an error, decode the first ids of its
+// vocabulary, and refuse unknown ids cleanly.
 #include <algorithm>
 
 #include "fuzz/tokenizer_checks.h"
@@ -16,7 +16,7 @@ void exercise(const tide::Tokenizer& tokenizer, std::string_view text) {
   (void)tokenizer.bos_id();
   (void)tokenizer.eos_id();
   (void)tokenizer.add_bos_token();
-  tide::fuzz::check_encode(tokenizer, text.empty() ? kSample : text);
+  tide::fuzz::check_encode(tokenizer, text.empty() ? kSample : text, /*may_refuse=*/true);
   // The first ids of the vocabulary, one unknown id past its end, and a negative one.
   std::vector<int32_t> ids;
   for (int32_t id = 0; id < std::min(vocab, 512); ++id) ids.push_back(id);
