@@ -9,4 +9,10 @@ binary=$1 seeds=$2 work=$3 artifact_prefix=$4
 shift 4
 rm -rf "$work"
 mkdir -p "$work" "$(dirname "$artifact_prefix")"
-exec "$binary" -artifact_prefix="$artifact_prefix" -rss_limit_mb=2560 -print_final_stats=1 "$@" "$work" "$seeds"
+corpora=("$work")
+if [ -d "$seeds" ]; then
+  corpora+=("$seeds")
+else
+  echo "run_fuzzer: no seeds in $seeds; starting from an empty corpus" >&2
+fi
+exec "$binary" -artifact_prefix="$artifact_prefix" -rss_limit_mb=2560 "$@" "${corpora[@]}"

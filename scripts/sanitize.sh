@@ -7,7 +7,7 @@
 #   scripts/sanitize.sh                 the CI check (scripts/test.sh runs it)
 #   scripts/sanitize.sh --campaign S    instead, a longer local search: each target for S seconds from random
 #                                       seeds, the corpus it grows kept in build-sanitize/fuzz/campaign/<target>
-# Environment: TIDE_FUZZ_RUNS (runs per target in the check, default 3000), TIDE_SANITIZE_JOBS (default nproc).
+# Environment: TIDE_FUZZ_RUNS (runs per target in the check, default 30000), TIDE_SANITIZE_JOBS (default nproc).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,7 +15,7 @@ campaign=0
 if [ "${1:-}" = "--campaign" ]; then
   campaign=${2:?"--campaign needs a number of seconds per target"}
 fi
-runs=${TIDE_FUZZ_RUNS:-3000}
+runs=${TIDE_FUZZ_RUNS:-30000}
 jobs=${TIDE_SANITIZE_JOBS:-$(nproc)}
 
 cxx=$(command -v clang++-14 || command -v clang++ || true)
@@ -48,4 +48,9 @@ if [ "$campaign" != 0 ]; then
   exit 0
 fi
 
-ctest --test-dir build-sanitize -L '^(unit|fuzz)$' --output-on-failure --parallel "$jobs" --timeout 600
+# The unit tests in one process: ctest's process per test would spend most of the time starting sanitized
+# processes (the main build's ctest runs them one by one).
+echo "sanitize: unit tests under ASan + UBSan"
+build-sanitize/tests/tide_unit_tests --gtest_brief=1
+echo "sanitize: fuzz targets, $runs runs each"
+ctest --test-dir build-sanitize -L '^fuzz$' --output-on-failure --parallel "$jobs" --timeout 600
