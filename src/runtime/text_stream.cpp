@@ -32,9 +32,12 @@ TextStream::Piece TextStream::push(int32_t id, bool may_stop) {
   if (may_stop && !stops_.empty()) {
     // The earliest match wins (then the longest at that position). Only pending_ can hold one: emitted text
     // always kept the last max_stop_ - 1 bytes back, so a match starting in it would have completed before.
+    // pending_[0, checked_) holds no match, so each stop is looked for only where it would end in later bytes:
+    // the work per token stays proportional to the stop strings' total size plus the new text, not to the
+    // number of stops times the held-back text (one long stop string holds back that much).
     size_t best = std::string::npos, best_len = 0;
     for (const std::string& s : stops_) {
-      const size_t at = pending_.find(s);
+      const size_t at = pending_.find(s, checked_ >= s.size() ? checked_ - s.size() + 1 : 0);
       if (at != std::string::npos && (at < best || (at == best && s.size() > best_len))) {
         best = at;
         best_len = s.size();
@@ -47,12 +50,14 @@ TextStream::Piece TextStream::push(int32_t id, bool may_stop) {
       emitted_ += out.text;
       return out;
     }
+    checked_ = pending_.size();
   }
   // Keep back what may still begin a stop string: the last max_stop_ - 1 bytes.
   const size_t keep = stops_.empty() ? 0 : max_stop_ - 1;
   const size_t n = utf8_boundary(pending_, pending_.size() > keep ? pending_.size() - keep : 0);
   out.text = pending_.substr(0, n);
   pending_.erase(0, n);
+  checked_ = checked_ > n ? checked_ - n : 0;
   emitted_ += out.text;
   return out;
 }

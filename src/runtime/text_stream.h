@@ -39,6 +39,7 @@ class TextStream {
   bool include_stop_;
   size_t max_stop_ = 0;    // bytes of the longest stop string
   std::string pending_;    // decoded, not emitted yet: may begin a stop string
+  size_t checked_ = 0;     // pending_'s first checked_ bytes hold no stop string (searched with may_stop)
   std::string emitted_;
   bool stopped_ = false;
   bool finished_ = false;

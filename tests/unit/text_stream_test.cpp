@@ -121,5 +121,23 @@ TEST(TextStream, MayStopFalseDefersTheSearch) {
   EXPECT_EQ(text, "one two three ");
 }
 
+// A long stop string holds back as many bytes; each push then looks for the stop strings only where they could
+// end in its new text (the held-back bytes were searched before), so many short stops beside a long one cost
+// no more than that. No match may be missed: the first to complete still ends the text, and one that completed
+// while may_stop was false is found once it is true.
+TEST(TextStream, ShortStopsBesideALongOneAreSearchedOnlyInNewText) {
+  const Tokenizer tok = tiny();
+  const std::vector<int32_t> ids = tok.encode("alpha beta gamma delta epsilon", false);
+  std::vector<std::string> stops = {std::string(200, 'x'), "gamma", "ta g"};
+  for (int i = 0; i < 50; ++i) stops.push_back("q" + std::to_string(i));
+  EXPECT_EQ(stream(tok, ids, stops).text, "alpha be");
+  EXPECT_EQ(stream(tok, ids, {std::string(200, 'x'), "lon"}).text, "alpha beta gamma delta epsi");
+  TextStream s(tok, {std::string(200, 'x'), "beta"}, false, true);
+  std::string text;
+  for (size_t i = 0; i < ids.size(); ++i) text += s.push(ids[i], /*may_stop=*/i + 1 == ids.size()).text;
+  EXPECT_TRUE(s.stopped());
+  EXPECT_EQ(text, "alpha ");
+}
+
 }  // namespace
 }  // namespace tide
