@@ -1,4 +1,5 @@
 // Python's str.format for templates ('{:.2f}'.format(x), '{name}'.format(name=...)); see jinja_ops.h.
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 
@@ -150,13 +151,22 @@ std::string format_value(const Value& value, const std::string& spec_text) {
   return apply_width(std::move(text), spec, '<');
 }
 
+// A field name's index ("0", the "3" of "[3]"), all decimal digits. Python's integers have no bound; beyond
+// int64 the index cannot exist, which is an error as Python's IndexError would be (not std::stoul's exception).
+int64_t field_index(const std::string& digits) {
+  int64_t value = 0;
+  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
+  if (ec != std::errc() || end != digits.data() + digits.size()) runtime_error("format index {} out of range", digits);
+  return value;
+}
+
 // The value a field name ("0", "name", "0.attr", "name[key]") refers to.
 Value lookup_field(const std::string& field, const CallArgs& args, size_t& auto_index) {
   size_t end = field.find_first_of(".[");
   const std::string head = field.substr(0, end);
   Value value;
   if (head.empty() || std::all_of(head.begin(), head.end(), [](char c) { return c >= '0' && c <= '9'; })) {
-    const size_t index = head.empty() ? auto_index++ : std::stoul(head);
+    const size_t index = head.empty() ? auto_index++ : static_cast<size_t>(field_index(head));
     if (index >= args.positional.size())
       runtime_error("Replacement index {} out of range for positional args tuple", index);
     value = args.positional[index];
@@ -177,7 +187,7 @@ Value lookup_field(const std::string& field, const CallArgs& args, size_t& auto_
       const std::string key = field.substr(end + 1, close - end - 1);
       const bool digits =
           !key.empty() && std::all_of(key.begin(), key.end(), [](char c) { return c >= '0' && c <= '9'; });
-      value = get_item(value, digits ? Value::integer(std::stoll(key)) : Value::string(key));
+      value = get_item(value, digits ? Value::integer(field_index(key)) : Value::string(key));
       end = close + 1;
     }
   }

@@ -196,6 +196,15 @@ TEST(JinjaLimits, FloatsBeyond64BitIntegersAreErrors) {
             "9200000000000000000 -9200000000000000000 -3");
 }
 
+// str.format's field indexes beyond int64 are template errors (they threw std::out_of_range from std::stoul;
+// found by fuzz/chat_template).
+TEST(JinjaLimits, HugeFormatIndexesAreErrors) {
+  for (const char* source : {"{{ '{99999999999999999999}'.format('a') }}", "{{ '{0[99999999999999999999]}'.format([1]) }}"}) {
+    EXPECT_NE(error_of([&] { render(source); }).find("out of range"), std::string::npos) << source;
+  }
+  EXPECT_EQ(render("{{ '{1}{0[1]}'.format([5, 6], 'x') }}"), "x6");
+}
+
 TEST(JinjaGlobals, StrftimeNow) {
   const std::string year = render("{{ strftime_now('%Y') }}");
   EXPECT_TRUE(std::regex_match(year, std::regex("[0-9]{4}"))) << year;
