@@ -68,8 +68,13 @@ inline std::string reference_stream(const Tokenizer& tokenizer, const std::vecto
 // Streams `ids` through a TextStream with `stops`: it emits what reference_stream() does; the emitted text is a
 // prefix of decode() and holds no stop string; without a stop it is all of decode(); with one, decode()
 // continues with a stop string there.
+// Only valid UTF-8 stop strings are used, as the server passes them (request bodies are valid UTF-8), and none
+// holding U+FFFD: finish() may make one of an unfinished character, and no stop string is looked for then.
 inline void check_text_stream(const Tokenizer& tokenizer, const std::vector<int32_t>& ids,
-                              const std::vector<std::string>& stops) {
+                              std::vector<std::string> stops) {
+  std::erase_if(stops, [](const std::string& s) {
+    return utf8::find_invalid(s) != utf8::kValid || s.find("\xEF\xBF\xBD") != std::string::npos;
+  });
   std::string whole;
   if (!accepted([&] { whole = tokenizer.decode(ids, true); })) return;
   TextStream stream(tokenizer, stops, /*include_stop=*/false, /*skip_special_tokens=*/true);

@@ -1,7 +1,7 @@
 // Fuzzes encoding and decoding with a real tokenizer (tests/fixtures/cohere2-tiny, byte-level BPE built like
 // Cohere's). The input is a text, optionally followed by a NUL, raw token ids (two bytes each), another NUL and
-// stop strings separated by 0x1F. The text encodes exactly when it is valid UTF-8 and its ids decode; ids
-// decode in one go and streamed to the same text; a TextStream with the stop strings stops at the first one.
+// stop strings separated by 0x1F. The text encodes exactly when it is valid UTF-8 and its ids decode; ids decode
+// in one go and streamed to the same text; a TextStream with the stop strings stops at the first one.
 #include "fuzz/tokenizer_checks.h"
 
 namespace {
