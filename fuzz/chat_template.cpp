@@ -28,7 +28,8 @@ const tide::jinja::Dict& variables() {
       "enable_thinking": false
     })");
     tide::jinja::Dict dict;
-    for (const auto& [key, value] : json.items()) dict.set(tide::jinja::Value::string(key), tide::jinja::from_json(value));
+    for (const auto& [key, value] : json.items())
+      dict.set(tide::jinja::Value::string(key), tide::jinja::from_json(value));
     return dict;
   }();
   return vars;
@@ -37,7 +38,8 @@ const tide::jinja::Dict& variables() {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  const tide::jinja::RenderLimits limits{.max_output_bytes = size_t{1} << 20, .max_call_depth = 64, .max_work = 2'000'000};
+  const tide::jinja::RenderLimits limits{
+      .max_output_bytes = size_t{1} << 20, .max_call_depth = 64, .max_work = 2'000'000};
   tide::fuzz::accepted([&] {
     const tide::jinja::Template compiled(tide::fuzz::as_text(data, size));
     const std::string out = compiled.render(variables(), limits);

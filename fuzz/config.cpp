@@ -1,10 +1,11 @@
 // Fuzzes config.json parsing (ModelConfig::from_json, model/config.h): the input is the file's text. A config
 // the parser accepts must describe a consistent layer layout: every layer in exactly one group, at its slot,
 // groups no larger than a KV block's layer slots, and sizes that multiply out.
+#include "model/config.h"
+
 #include <set>
 
 #include "fuzz/fuzz_util.h"
-#include "model/config.h"
 
 namespace {
 

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string_view>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -42,10 +43,10 @@ inline std::pair<std::string_view, std::string_view> split_at_nul(std::string_vi
 }  // namespace tide::fuzz
 
 // A property of the parsed input that must hold; its failure is a finding (abort, with the message).
-#define FUZZ_CHECK(cond)                                                                 \
-  do {                                                                                   \
-    if (!(cond)) {                                                                       \
+#define FUZZ_CHECK(cond)                                                                   \
+  do {                                                                                     \
+    if (!(cond)) {                                                                         \
       std::fprintf(stderr, "fuzz check failed: %s at %s:%d\n", #cond, __FILE__, __LINE__); \
-      std::abort();                                                                      \
-    }                                                                                    \
+      std::abort();                                                                        \
+    }                                                                                      \
   } while (0)

@@ -38,7 +38,8 @@ void check_options(const tide::GenerateOptions& options, const std::vector<int32
   refusable([&] { options.sampling.validate(); });
   FUZZ_CHECK(options.n >= 1);
   std::vector<std::string> stops;
-  for (const std::string& s : options.stop) if (!s.empty()) stops.push_back(s);
+  for (const std::string& s : options.stop)
+    if (!s.empty()) stops.push_back(s);
   tide::fuzz::check_text_stream(fixture().tokenizer, ids, stops);
 }
 

@@ -1,6 +1,8 @@
 // Fuzzes the safetensors reader (model/safetensors.h) with whole files: the input is the file's bytes. A file
 // the reader accepts must hand out tensors that lie inside it and whose sizes match their shapes, and writing
 // those tensors back with write_safetensors must give a file that reads back the same.
+#include "model/safetensors.h"
+
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -11,7 +13,6 @@
 #include <vector>
 
 #include "fuzz/fuzz_util.h"
-#include "model/safetensors.h"
 
 namespace {
 
@@ -41,7 +42,10 @@ const std::filesystem::path& scratch_dir() {
                                                                      : std::filesystem::temp_directory_path();
     std::filesystem::path d = base / ("tide-fuzz-safetensors-" + std::to_string(::getpid()));
     std::filesystem::create_directories(d);
-    std::atexit([] { std::error_code ec; std::filesystem::remove_all(scratch_dir(), ec); });
+    std::atexit([] {
+      std::error_code ec;
+      std::filesystem::remove_all(scratch_dir(), ec);
+    });
     return d;
   }();
   return dir;

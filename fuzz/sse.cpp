@@ -3,6 +3,8 @@
 // into pieces; the rest is the body. Events must not depend on where the body was cut; an event that holds
 // JSON, formatted again by the server's SSE writer (server/sse.h), must parse back to the same JSON text; the
 // completion stream's verdict must be consistent.
+#include "server/sse.h"
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -10,7 +12,6 @@
 #include "apps/tide/bench_serve/completion_stream.h"
 #include "apps/tide/bench_serve/sse_parser.h"
 #include "fuzz/fuzz_util.h"
-#include "server/sse.h"
 
 namespace {
 

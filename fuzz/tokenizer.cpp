@@ -37,7 +37,7 @@ void exercise(const tide::Tokenizer& tokenizer, std::string_view text) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const auto parts = tide::fuzz::split_at_nul(tide::fuzz::as_text(data, size));  // tokenizer.json, the rest
-  const auto rest = tide::fuzz::split_at_nul(parts.second);                          // config, text
+  const auto rest = tide::fuzz::split_at_nul(parts.second);                      // config, text
   tide::fuzz::accepted([&] {
     const tide::Tokenizer tokenizer = tide::Tokenizer::from_json(parts.first, rest.first);
     exercise(tokenizer, rest.second);

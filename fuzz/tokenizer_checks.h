@@ -58,7 +58,8 @@ inline std::string reference_stream(const Tokenizer& tokenizer, const std::vecto
     size_t best = std::string::npos, best_len = 0;
     for (const std::string& stop : stops) {
       const size_t at = text.find(stop);
-      if (at != std::string::npos && (at < best || (at == best && stop.size() > best_len))) best = at, best_len = stop.size();
+      if (at != std::string::npos && (at < best || (at == best && stop.size() > best_len)))
+        best = at, best_len = stop.size();
     }
     if (best != std::string::npos) return text.substr(0, best);
   }
@@ -87,7 +88,8 @@ inline void check_text_stream(const Tokenizer& tokenizer, const std::vector<int3
   if (!stream.stopped()) emitted += stream.finish();
   FUZZ_CHECK(emitted == stream.text());
   // The reference's work grows with ids x stops x text: compared where that stays small (most fuzzed inputs).
-  if (ids.size() * stops.size() * whole.size() <= 20'000'000) FUZZ_CHECK(emitted == reference_stream(tokenizer, ids, stops));
+  if (ids.size() * stops.size() * whole.size() <= 20'000'000)
+    FUZZ_CHECK(emitted == reference_stream(tokenizer, ids, stops));
   FUZZ_CHECK(whole.compare(0, emitted.size(), emitted) == 0);
   // No stop string lies inside the emitted text. (One may start in it: the stream ends at the first stop string
   // to complete, as vLLM does, so a longer one that began earlier but completes later does not count.)
@@ -96,7 +98,8 @@ inline void check_text_stream(const Tokenizer& tokenizer, const std::vector<int3
     FUZZ_CHECK(emitted == whole);
   } else {
     bool stop_follows = false;
-    for (const std::string& stop : stops) stop_follows = stop_follows || whole.compare(emitted.size(), stop.size(), stop) == 0;
+    for (const std::string& stop : stops)
+      stop_follows = stop_follows || whole.compare(emitted.size(), stop.size(), stop) == 0;
     FUZZ_CHECK(stop_follows);
   }
 }

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds tide with clang, AddressSanitizer + UndefinedBehaviorSanitizer and libFuzzer's instrumentation, without
-# CUDA, in ./build-sanitize; runs the unit tests under the sanitizers and each fuzz target (fuzz/) for a fixed
-# number of runs from its checked-in seeds (tests/fixtures/fuzz/<target>). Fails on any finding: a sanitizer
-# report, a failed test, a fuzz crash, uncaught exception, timeout or leak (the input is saved under
+# CUDA, in ./build-sanitize; runs the unit and CPU op tests under the sanitizers and each fuzz target (fuzz/) for
+# a fixed number of runs from its checked-in seeds (tests/fixtures/fuzz/<target>). Fails on any finding: a
+# sanitizer report, a failed test, a fuzz crash, uncaught exception, timeout or leak (the input is saved under
 # build-sanitize/fuzz/artifacts/; rerun it with build-sanitize/fuzz/fuzz_<target> <file>).
 #   scripts/sanitize.sh                 the CI check (scripts/test.sh runs it)
 #   scripts/sanitize.sh --campaign S    instead, a longer local search: each target for S seconds from random
@@ -27,7 +27,7 @@ fi
 cmake -S . -B build-sanitize -G Ninja -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" -DTIDE_CUDA=OFF -DTIDE_SANITIZE=ON -DTIDE_FUZZ=ON \
   -DTIDE_FUZZ_RUNS="$runs" >/dev/null
-cmake --build build-sanitize --parallel "$jobs" --target tide_unit_tests tide_fuzzers
+cmake --build build-sanitize --parallel "$jobs" --target tide_unit_tests tide_ops_tests tide_fuzzers
 
 symbolizer=$(command -v llvm-symbolizer-14 || command -v llvm-symbolizer || true)
 [ -n "$symbolizer" ] && export ASAN_SYMBOLIZER_PATH="$symbolizer"
@@ -48,9 +48,11 @@ if [ "$campaign" != 0 ]; then
   exit 0
 fi
 
-# The unit tests in one process: ctest's process per test would spend most of the time starting sanitized
-# processes (the main build's ctest runs them one by one).
-echo "sanitize: unit tests under ASan + UBSan"
+# Each test folder in one process: ctest's process per test would spend most of the time starting sanitized
+# processes (the main build's ctest runs them one by one). e2e/ is left out: its build and its runs under the
+# sanitizers would take longer than CI's budget allows.
+echo "sanitize: unit and CPU op tests under ASan + UBSan"
 build-sanitize/tests/tide_unit_tests --gtest_brief=1
+build-sanitize/tests/tide_ops_tests --gtest_brief=1
 echo "sanitize: fuzz targets, $runs runs each"
 ctest --test-dir build-sanitize -L '^fuzz$' --output-on-failure --parallel "$jobs" --timeout 600
