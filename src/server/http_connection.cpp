@@ -112,6 +112,7 @@ void Connection::close() {
 }
 
 void Connection::do_close() {
+  const std::shared_ptr<Connection> keep = std::move(self_);  // released when this returns
   if (closed_) return;
   closed_ = true;
   if (source_) source_->cancel();
@@ -257,7 +258,11 @@ void Connection::watch_client(uint64_t exchange) {
     if (ec || self->closed_ || exchange != self->exchange_ || self->reply_complete_) return;
     char byte = 0;
     const ssize_t n = ::recv(self->stream_.socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+      self->watch_client(exchange);  // a readiness report with nothing to read (edge-triggered polling): watch on
+      return;
+    }
+    if (n <= 0) {
       self->host_.on_exchange(self->remote_, self->method_, self->target_, 499, "client closed the connection");
       self->keep_alive_ = false;
       self->do_close();
@@ -275,6 +280,9 @@ void Connection::on_reply(HttpReply reply) {
     return;
   }
   source_ = std::move(reply.source);
+  // While the source works, no I/O may be pending on the connection (the watch ends when a pipelined request
+  // arrives): it keeps itself alive until the exchange ends or it closes.
+  self_ = shared_from_this();
   streaming_ = !reply.deferred;
   if (streaming_) {
     // HTTP/1.0 has no chunked coding: the body ends with the connection.
@@ -359,6 +367,7 @@ void Connection::on_written(beast::error_code ec) {
 
 void Connection::finish_exchange() {
   if (!reply_complete_ || writing_ || closed_) return;
+  const std::shared_ptr<Connection> keep = std::move(self_);  // released when this returns
   host_.on_exchange(remote_, method_, target_, status_, "");
   source_.reset();
   reply_complete_ = false;

@@ -96,6 +96,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::string method_, target_;
   int status_ = 0;
   std::shared_ptr<ReplySource> source_;
+  std::shared_ptr<Connection> self_;  // set while source_ produces the reply
   bool streaming_ = false;  // the body comes in chunks from source_
   bool chunked_ = false;    // chunked transfer coding (HTTP/1.1)
   bool source_done_ = false;

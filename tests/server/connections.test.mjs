@@ -64,7 +64,7 @@ test('1,000 idle and 500 trickling connections do not delay 32 normal requests',
   try {
     const started = Date.now();
     const results = await Promise.all(Array.from({ length: 32 }, (_, i) =>
-      post(server.base, '/v1/completions', { model: server.model, prompt: `Hello ${i}`, max_tokens: 4 })));
+      post(server.base, '/v1/completions', { model: server.model, prompt: `Hello ${i}`, max_tokens: 4, ignore_eos: true })));
     const elapsed = Date.now() - started;
     for (const r of results) {
       assert.equal(r.status, 200, r.text);
@@ -95,6 +95,28 @@ test('pipelined requests are each answered, in order, on one connection', async 
   assert.equal(counts.length, 3);
   assert.ok(counts[0] < counts[1] && counts[1] < counts[2], `counts ${counts}`);
   assert.match(text, /"version"/);
+});
+
+test('a streamed reply with a pipelined request behind it completes, then the next is answered', async () => {
+  // With the next request already buffered nothing watches the socket while the stream waits for tokens: the
+  // connection must stay alive by itself until its reply ends.
+  const body = JSON.stringify({ model: server.model, prompt: 'Stream', max_tokens: 16, ignore_eos: true, stream: true });
+  const text = await exchange(`POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n` +
+    `Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}` +
+    'GET /version HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
+  assert.deepEqual(statuses(text), [200, 200]);
+  assert.match(text, /data: \[DONE\]\n\n\r\n0\r\n\r\nHTTP\/1\.1 200 OK/);
+  assert.equal((text.match(/"finish_reason":"length"/g) || []).length, 1);
+  assert.match(text, /"version"/);
+});
+
+test('256 streams on fresh connections each end with [DONE]', async () => {
+  const body = JSON.stringify({ model: server.model, prompt: 'x', max_tokens: 8, ignore_eos: true, stream: true });
+  const request = `POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n` +
+    `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`;
+  const texts = await Promise.all(Array.from({ length: 256 }, () => exchange(request)));
+  const broken = texts.filter((t) => !t.endsWith('data: [DONE]\n\n\r\n0\r\n\r\n'));
+  assert.equal(broken.length, 0, broken.slice(0, 2).join('\n---\n'));
 });
 
 test('a chunked body over the limit gets 413 before it is read in full', async () => {

@@ -78,7 +78,7 @@ test('requests that finish within the drain time complete normally', async () =>
   const server = await startServer(['--drain-timeout', '60']);
   const client = server.client();
   const stream = await longStream(client, server.model, 7);
-  const short = post(server.base, '/v1/completions', { model: server.model, prompt: 'Short', max_tokens: 8 });
+  const short = post(server.base, '/v1/completions', { model: server.model, prompt: 'Short', max_tokens: 8, ignore_eos: true });
   await new Promise((r) => setTimeout(r, 100));
   const code = exited(server.proc);
   server.proc.kill('SIGTERM');
