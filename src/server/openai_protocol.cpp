@@ -101,8 +101,19 @@ std::vector<std::string> stop_strings(const json& body) {
   } else {
     bad_request("stop", "'stop' must be a string or a list of strings");
   }
+  // Every generated token is checked against the stop strings' text: their count and size bound that work.
+  // OpenAI allows 4; these limits leave room for agents that stop on many markers.
+  constexpr size_t kMaxStopStrings = 64, kMaxStopBytes = 4096;
+  if (out.size() > kMaxStopStrings) {
+    bad_request("stop", "'stop' may list at most " + std::to_string(kMaxStopStrings) + " strings, got " +
+                            std::to_string(out.size()));
+  }
   for (const std::string& s : out) {
     if (s.empty()) bad_request("stop", "'stop' strings must not be empty");
+    if (s.size() > kMaxStopBytes) {
+      bad_request("stop", "'stop' strings may be at most " + std::to_string(kMaxStopBytes) + " bytes long, got " +
+                              std::to_string(s.size()));
+    }
   }
   return out;
 }

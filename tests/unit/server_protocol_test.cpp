@@ -242,3 +242,27 @@ TEST(ServerProtocol, ErrorJsonHasOpenAisShape) {
 
 }  // namespace
 }  // namespace tide::server
+
+namespace tide::server {
+namespace {
+
+// Stop strings are matched against every generated token: their number and length are bounded.
+TEST(ServerProtocol, StopStringsAreBounded) {
+  auto stops = [](int count, size_t length) {
+    nlohmann::json body = {{"prompt", "x"}, {"stop", nlohmann::json::array()}};
+    for (int i = 0; i < count; ++i) body["stop"].push_back(std::string(length, 'a') + std::to_string(i));
+    return body.dump();
+  };
+  EXPECT_EQ(completion(stops(64, 4000)).options.stop.size(), 64u);
+  for (const std::string& body : {stops(65, 1), stops(1, 4096)}) {
+    try {
+      completion(body);
+      ADD_FAILURE() << "accepted";
+    } catch (const ApiError& e) {
+      EXPECT_EQ(e.param(), "stop") << e.what();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tide::server
