@@ -158,7 +158,9 @@ void Engine::check_prompt(std::span<const int32_t> prompt, int64_t max_new_token
       fail("prompt token id {} is out of range (vocabulary size {})", id, config().vocab_size);
     }
   }
-  const int64_t total = static_cast<int64_t>(prompt.size()) + max_new_tokens;
+  if (max_new_tokens < 0) fail("max tokens must be >= 0, got {}", max_new_tokens);
+  // Compared before adding, so that no max_new_tokens can overflow the sum.
+  const int64_t total = static_cast<int64_t>(prompt.size()) + std::min(max_new_tokens, max_model_len() + 1);
   if (total > max_model_len()) {
     fail("prompt ({} tokens) + max tokens ({}) exceeds the maximum length {} (--max-model-len)", prompt.size(), max_new_tokens,
          max_model_len());
