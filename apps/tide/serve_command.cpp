@@ -4,7 +4,6 @@
 
 #include <cerrno>
 #include <chrono>
-#include <cmath>
 #include <csignal>
 #include <cstdlib>
 #include <thread>
@@ -39,30 +38,6 @@ std::chrono::milliseconds to_ms(double seconds) {
 }
 
 int g_signal_pipe[2] = {-1, -1};
-
-// A positive integer, said in words when it is not.
-CLI::Validator positive_int(const std::string& flag) {
-  return CLI::Validator(
-      [flag](std::string& value) -> std::string {
-        int64_t v = 0;
-        if (!CLI::detail::lexical_cast(value, v) || v < 1) return flag + " must be a positive integer, got " + value;
-        return {};
-      },
-      "POSITIVE");
-}
-
-// A duration in seconds: finite, > 0, at most a day.
-CLI::Validator seconds_check(const std::string& flag) {
-  return CLI::Validator(
-      [flag](std::string& value) -> std::string {
-        double v = 0;
-        if (!CLI::detail::lexical_cast(value, v) || !std::isfinite(v) || v <= 0 || v > 86400) {
-          return flag + " must be a number of seconds in (0, 86400], got " + value;
-        }
-        return {};
-      },
-      "SECONDS");
-}
 
 extern "C" void on_stop_signal(int) {
   const int saved = errno;
@@ -135,7 +110,7 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--host", args->host, "Address to listen on")->capture_default_str();
   cmd->add_option("--port", args->port, "Port to listen on (0: any free port, logged)")
       ->capture_default_str()
-      ->check(CLI::Range(0, 65535));
+      ->check(integer_in(0, 65535));
   cmd->add_option("--served-model-name", args->served_model_name,
                   "The model name requests must use (default: MODEL as given)");
   cmd->add_option("--api-key", args->api_key,
@@ -144,28 +119,28 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--max-connections", args->max_connections,
                   "Open connections at most; beyond, new connections are closed at once")
       ->capture_default_str()
-      ->check(positive_int("--max-connections"));
+      ->check(integer_in(1, 1 << 20));
   cmd->add_option("--max-pending-samples", args->max_pending_samples,
                   "Samples (prompts x n) running or waiting at most; beyond, requests get 429 with Retry-After")
       ->capture_default_str()
-      ->check(positive_int("--max-pending-samples"));
+      ->check(integer_in(1, int64_t{1} << 30));
   cmd->add_option("--drain-timeout", args->drain_timeout,
                   "Seconds running requests may take to finish after SIGTERM / SIGINT; then they end with "
                   "finish_reason \"abort\" (a second signal: at once)")
       ->capture_default_str()
-      ->check(seconds_check("--drain-timeout"));
+      ->check(number_in(0, 86400, /*min_exclusive=*/true));
   cmd->add_option("--timeout-keep-alive", args->timeout_keep_alive,
                   "Seconds an idle kept-alive connection may wait for its next request")
       ->capture_default_str()
-      ->check(seconds_check("--timeout-keep-alive"));
+      ->check(number_in(0, 86400, /*min_exclusive=*/true));
   cmd->add_option("--timeout-request-header", args->timeout_request_header,
                   "Seconds a client may take to send a request's header")
       ->capture_default_str()
-      ->check(seconds_check("--timeout-request-header"));
+      ->check(number_in(0, 86400, /*min_exclusive=*/true));
   cmd->add_option("--timeout-request-body", args->timeout_request_body,
                   "Seconds a client may take to send a request's body")
       ->capture_default_str()
-      ->check(seconds_check("--timeout-request-body"));
+      ->check(number_in(0, 86400, /*min_exclusive=*/true));
   cmd->add_option("--chat-template", args->chat_template, "A Jinja file replacing the model's chat template")
       ->check(CLI::ExistingFile);
   add_engine_flags(cmd, args->engine);

@@ -280,6 +280,10 @@ TEST(Cli, BadFlagValuesSayTheRangeInWordsWithExitStatus2) {
            {"detokenize " + kModel + " --ids ''", "--ids is empty: give token ids separated by commas, e.g. 5,17,42"},
            {"quantize " + kModel + " --out /tmp/x --shard-size 0",
             "--shard-size must be a number of bytes ≥ 1 (plain, or with a unit: 512MiB, 2GB, 1TiB), got 0"},
+           {"serve " + kModel + " --port 70000", "--port must be an integer in [0, 65535], got 70000"},
+           {"serve " + kModel + " --drain-timeout inf", "--drain-timeout must be a finite number in (0, 86400], got inf"},
+           {"serve " + kModel + " --max-pending-samples 0",
+            "--max-pending-samples must be an integer in [1, 1073741824], got 0"},
        }) {
     const RunResult r = run(c.args);
     EXPECT_EQ(r.status, 2) << c.args << "\n" << r.out;
