@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "core/comma_list.h"
 #include "core/error.h"
 
 namespace tide::bench {
@@ -41,20 +42,13 @@ Summary summarize(std::vector<double> values, const std::vector<double>& percent
 
 std::vector<double> parse_percentiles(const std::string& text, const std::string& flag) {
   std::vector<double> out;
-  size_t pos = 0;
-  while (pos <= text.size()) {
-    size_t comma = text.find(',', pos);
-    if (comma == std::string::npos) comma = text.size();
-    std::string item = text.substr(pos, comma - pos);
-    item.erase(0, item.find_first_not_of(" \t"));
-    item.erase(item.find_last_not_of(" \t") + 1);
+  for (const std::string& item : split_comma_list(text)) {
     char* end = nullptr;
     const double p = item.empty() ? NAN : std::strtod(item.c_str(), &end);
     if (item.empty() || end != item.c_str() + item.size() || !(p > 0 && p <= 100)) {
       fail("{}: '{}' is not a percentile (expected numbers in (0, 100] separated by commas)", flag, item);
     }
     out.push_back(p);
-    pos = comma + 1;
   }
   return out;
 }
