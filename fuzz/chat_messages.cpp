@@ -5,22 +5,12 @@
 // tide::Error; the rendered text tokenizes.
 #include "chat/chat_template.h"
 #include "fuzz/fuzz_util.h"
+#include "fuzz/tiny_model.h"
 #include "server/api_error.h"
 #include "server/openai_protocol.h"
 #include "tokenizer/tokenizer.h"
 
 namespace {
-
-struct Fixture {
-  tide::ChatTemplate chat_template;
-  tide::Tokenizer tokenizer;
-};
-
-const Fixture& fixture() {
-  static const Fixture f{*tide::ChatTemplate::from_model_dir(TIDE_FIXTURES_DIR "/cohere2-tiny"),
-                         tide::Tokenizer::from_dir(TIDE_FIXTURES_DIR "/cohere2-tiny")};
-  return f;
-}
 
 tide::ChatTemplateInputs inputs_of(const nlohmann::ordered_json& json) {
   tide::ChatTemplateInputs inputs;
@@ -41,7 +31,7 @@ tide::ChatTemplateInputs inputs_of(const nlohmann::ordered_json& json) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  const Fixture& f = fixture();
+  const tide::fuzz::TinyModel& f = tide::fuzz::tiny_model();
   nlohmann::ordered_json json;
   try {
     json = tide::server::parse_body(tide::fuzz::as_text(data, size));

@@ -4,6 +4,7 @@
 // real tokenizer (tests/fixtures/cohere2-tiny), and its stop strings run over the tokens. Refusals are ApiError
 // (or tide::Error from the template and tokenizer); anything else is a finding.
 #include "chat/chat_template.h"
+#include "fuzz/tiny_model.h"
 #include "fuzz/tokenizer_checks.h"
 #include "server/api_error.h"
 #include "server/openai_protocol.h"
@@ -11,17 +12,6 @@
 namespace {
 
 using namespace tide::server;
-
-struct Fixture {
-  tide::ChatTemplate chat_template;
-  tide::Tokenizer tokenizer;
-};
-
-const Fixture& fixture() {
-  static const Fixture f{*tide::ChatTemplate::from_model_dir(TIDE_FIXTURES_DIR "/cohere2-tiny"),
-                         tide::Tokenizer::from_dir(TIDE_FIXTURES_DIR "/cohere2-tiny")};
-  return f;
-}
 
 // Runs `f`, swallowing the refusals a request may get (400s and the template's or tokenizer's errors).
 template <typename F>
@@ -40,7 +30,7 @@ void check_options(const tide::GenerateOptions& options, const std::vector<int32
   std::vector<std::string> stops;
   for (const std::string& s : options.stop)
     if (!s.empty()) stops.push_back(s);
-  tide::fuzz::check_text_stream(fixture().tokenizer, ids, stops);
+  tide::fuzz::check_text_stream(tide::fuzz::tiny_model().tokenizer, ids, stops);
 }
 
 std::vector<int32_t> render_chat(const ChatRequest& request) {
@@ -50,13 +40,13 @@ std::vector<int32_t> render_chat(const ChatRequest& request) {
   inputs.tools = request.tools;
   inputs.documents = request.documents;
   inputs.extra = request.chat_template_kwargs;
-  return fixture().tokenizer.encode(fixture().chat_template.render(inputs), /*add_special_tokens=*/false);
+  return tide::fuzz::tiny_model().tokenizer.encode(tide::fuzz::tiny_model().chat_template.render(inputs), /*add_special_tokens=*/false);
 }
 
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  const Fixture& f = fixture();
+  const tide::fuzz::TinyModel& f = tide::fuzz::tiny_model();
   nlohmann::ordered_json body;
   try {
     body = parse_body(tide::fuzz::as_text(data, size));

@@ -1,6 +1,5 @@
 #include "server/http_routes.h"
 
-#include <chrono>
 #include <new>
 #include <utility>
 
@@ -35,7 +34,7 @@ class GenerationSource final : public ReplySource {
       poll.bytes = run_->take_events(poll.done);
       return poll;
     }
-    if (!run_->wait(std::chrono::milliseconds(0))) return poll;
+    if (!run_->advance()) return poll;
     poll.done = true;
     const std::optional<std::string> error = run_->error();
     poll.reply = std::make_shared<HttpReply>(

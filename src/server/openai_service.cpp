@@ -248,7 +248,6 @@ std::unique_ptr<GenerationRun> OpenAiService::start(GenerationJob job) {
       {
         std::lock_guard lock(q->mutex);
         q->events.push_back({p, std::move(delta)});
-        q->ready.notify_one();
         notify = q->notify;
       }
       if (notify) notify();
@@ -295,16 +294,16 @@ void GenerationRun::set_notify(std::function<void()> notify) {
   if (waiting && notify) notify();
 }
 
-std::optional<GenerationRun::Event> GenerationRun::pop(std::chrono::milliseconds timeout) {
-  std::unique_lock lock(queue_->mutex);
-  if (!queue_->ready.wait_for(lock, timeout, [&] { return !queue_->events.empty(); })) return std::nullopt;
+std::optional<GenerationRun::Event> GenerationRun::pop() {
+  std::lock_guard lock(queue_->mutex);
+  if (queue_->events.empty()) return std::nullopt;
   Event e = std::move(queue_->events.front());
   queue_->events.pop_front();
   return e;
 }
 
-bool GenerationRun::wait(std::chrono::milliseconds timeout) {
-  for (auto e = pop(timeout); e; e = pop(std::chrono::milliseconds(0))) apply(*e);
+bool GenerationRun::advance() {
+  while (const std::optional<Event> e = pop()) apply(*e);
   return finished();
 }
 
@@ -450,7 +449,7 @@ std::string GenerationRun::take_events(bool& done) {
     return true;
   });
   while (!done_sent_) {
-    const std::optional<Event> e = pop(std::chrono::milliseconds(0));
+    const std::optional<Event> e = pop();
     if (!e) break;
     const size_t idx = apply(*e);
     Choice& c = choices_[idx];

@@ -5,7 +5,6 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -96,8 +95,8 @@ class GenerationRun {
   // Calls `notify` whenever a delta arrives (on the engine's thread; at once when deltas are already waiting).
   // Cheap and non-blocking, e.g. a post to an I/O loop.
   void set_notify(std::function<void()> notify);
-  // Waits up to `timeout` (0: not at all) for deltas and folds them in; true once every sample has finished.
-  bool wait(std::chrono::milliseconds timeout);
+  // Folds in the deltas that arrived (never waits); true once every sample has finished.
+  bool advance();
   bool finished() const { return num_finished_ == num_choices(); }
   void cancel();
 
@@ -117,7 +116,6 @@ class GenerationRun {
   };
   struct Queue {
     std::mutex mutex;
-    std::condition_variable ready;
     std::deque<Event> events;
     std::function<void()> notify;
   };
@@ -132,7 +130,7 @@ class GenerationRun {
   };
 
   int num_choices() const { return static_cast<int>(choices_.size()); }
-  std::optional<Event> pop(std::chrono::milliseconds timeout);
+  std::optional<Event> pop();  // the oldest delta that arrived, if any
   // Folds `event` into its choice and the metrics; returns the choice index.
   size_t apply(const Event& event);
   nlohmann::json usage() const;
