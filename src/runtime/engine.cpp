@@ -199,6 +199,12 @@ void Engine::check_request(std::span<const int32_t> prompt, const GenerateOption
   for (const std::string& stop : options.stop) {
     if (stop.empty()) fail("stop strings must not be empty");
   }
+  if (const auto& budget = options.thinking_budget) {
+    check_token_id(budget->open_id, "thinking budget's opening");
+    check_token_id(budget->close_id, "thinking budget's closing");
+    if (budget->open_id == budget->close_id) fail("the thinking budget's opening and closing tokens must differ");
+    if (budget->max_tokens < 0) fail("the thinking budget must be >= 0 tokens, got {}", budget->max_tokens);
+  }
 }
 
 GenerateResult Engine::generate(std::span<const int32_t> prompt, const GenerateOptions& options,

@@ -21,6 +21,16 @@ namespace tide {
 
 inline constexpr int kMaxSamplesPerRequest = 128;  // n
 
+// A bounded span of the output: a reasoning model's thinking block, from `open_id` to `close_id`. Once the span
+// holds `max_tokens` tokens, `close_id` is the next token, whatever the model's distribution (its logprob is
+// still reported as the model's). A prompt that ends inside the span (the template opened it) starts counting
+// at the first generated token.
+struct SpanBudget {
+  int32_t open_id = -1;
+  int32_t close_id = -1;
+  int64_t max_tokens = 0;
+};
+
 struct GenerateOptions {
   int64_t max_tokens = 16;
   // Stop ids (the engine's EOS unless ignore_eos, and stop_token_ids) cannot be sampled before this many
@@ -28,7 +38,9 @@ struct GenerateOptions {
   int64_t min_tokens = 0;
   SamplingParams sampling;                // temperature, top-k/p, min-p, penalties, logit_bias, seed
   bool ignore_eos = false;                // the engine's stop_token_ids() do not end generation
-  std::vector<int32_t> stop_token_ids;    // more ids that end generation (also with ignore_eos); kept in ids
+  // More ids that end generation (also with ignore_eos). A stop id stays in ids; its text (where special tokens
+  // are spelled out) is left out unless include_stop_str_in_output.
+  std::vector<int32_t> stop_token_ids;
   // Strings that end generation when they appear in the generated text (also across token boundaries); the
   // text ends before the match (include_stop_str_in_output: after it); ids keep every generated token.
   std::vector<std::string> stop;
@@ -42,6 +54,8 @@ struct GenerateOptions {
   // seed + i (with a seed: reproducible); samples after the first wait for the first to compute the prompt and
   // reuse its blocks (prefix caching), so the prompt is computed once.
   int n = 1;
+  // The thinking budget: none when unset.
+  std::optional<SpanBudget> thinking_budget;
   // Names the request in the engine's log (the server passes its response id); empty: the engine's number.
   std::string request_id;
 };
@@ -66,6 +80,7 @@ struct SampleDelta {
   int64_t num_output_tokens = 0;
   int64_t cached_tokens = 0;          // prompt tokens this sample took from the prefix cache
   int64_t num_preemptions = 0;
+  bool stopped_by_string = false;     // finish_reason is stop because a stop string appeared
 
   bool finished() const { return finish_reason != FinishReason::kNone; }
 };

@@ -29,6 +29,16 @@ void OutputProcessor::add(RequestId id, std::shared_ptr<Live> live, int index, u
                 TextStream(tokenizer_, o.stop, o.include_stop_str_in_output, o.skip_special_tokens)};
   if (o.sampling.has_penalties()) sample.history.add_prompt(prompt);
   for (const auto& [token, bias] : o.sampling.logit_bias) sample.history.set_bias(token, bias);
+  if (const auto& budget = o.thinking_budget) {
+    // A prompt whose last span marker opens the span (the template opened it) starts inside it.
+    for (auto it = prompt.rbegin(); it != prompt.rend(); ++it) {
+      if (*it == budget->close_id) break;
+      if (*it == budget->open_id) {
+        sample.span_tokens = 0;
+        break;
+      }
+    }
+  }
   by_handle_[live->handle->id()].push_back(id);
   samples_.emplace(id, std::move(sample));
 }
@@ -57,12 +67,15 @@ SamplingBatch OutputProcessor::sampling_batch(const ScheduledStep& step, const S
     const GenerateOptions& o = s.live->options;
     rows_.push_back(o.sampling.row(s.seed, static_cast<uint64_t>(r.num_output_tokens())));
     const bool ban_stops = r.num_output_tokens() < o.min_tokens && !r.params.stop_ids.empty();
-    if (ban_stops) {
-      s.history.append_with_banned(r.params.stop_ids, tokens_);
-    } else if (o.sampling.needs_token_list()) {
+    const bool force_close = o.thinking_budget && s.span_tokens >= o.thinking_budget->max_tokens;
+    const bool list = ban_stops || force_close || o.sampling.needs_token_list();
+    if (ban_stops || force_close) {
+      s.history.append_with(ban_stops ? std::span<const int32_t>(r.params.stop_ids) : std::span<const int32_t>(),
+                            force_close ? o.thinking_budget->close_id : -1, tokens_);
+    } else if (list) {
       tokens_.insert(tokens_.end(), s.history.tokens().begin(), s.history.tokens().end());
     }
-    any_tokens = any_tokens || ban_stops || o.sampling.needs_token_list();
+    any_tokens = any_tokens || list;
     token_starts_.push_back(static_cast<int32_t>(tokens_.size()));
     top_logprobs = std::max(top_logprobs, o.logprobs);
   }
@@ -92,8 +105,19 @@ void OutputProcessor::record(const ScheduledStep& step, const Scheduler& schedul
     if (it == samples_.end() || !r) continue;
     Sample& s = it->second;
     const auto ids = r->output_ids();
+    const GenerateOptions& o = s.live->options;
     for (; s.recorded < r->num_output_tokens(); ++s.recorded) {
-      if (s.live->options.sampling.has_penalties()) s.history.add_output(ids[static_cast<size_t>(s.recorded)]);
+      const int32_t token = ids[static_cast<size_t>(s.recorded)];
+      if (o.sampling.has_penalties()) s.history.add_output(token);
+      if (const auto& budget = o.thinking_budget) {
+        if (token == budget->close_id) {
+          s.span_tokens = -1;
+        } else if (s.span_tokens >= 0) {
+          ++s.span_tokens;  // a repeated opening inside the block counts as one of its tokens
+        } else if (token == budget->open_id) {
+          s.span_tokens = 0;
+        }
+      }
     }
   }
 }
@@ -129,6 +153,12 @@ void OutputProcessor::on_step(const ScheduledStep& step, StepOutputs& outputs, S
           d.logprobs.push_back(std::move(lp));
         }
         if (s.text.stopped()) continue;
+        // The token that ends generation adds no text unless include_stop_str_in_output (as vLLM treats stop
+        // ids), also where special tokens are spelled out: a chat's end-of-turn marker is not the answer's.
+        if (!o.include_stop_str_in_output &&
+            std::find(r->params.stop_ids.begin(), r->params.stop_ids.end(), token) != r->params.stop_ids.end()) {
+          continue;
+        }
         what = "detokenized";
         const TextStream::Piece piece = s.text.push(token, s.emitted + 1 >= o.min_tokens);
         d.text += piece.text;
@@ -150,6 +180,7 @@ void OutputProcessor::on_finished(const std::vector<std::unique_ptr<Request>>& d
     SampleDelta& d = delta(r->id, s, out);
     // A stop string that completed in the step where max_tokens was reached still ends with "stop".
     d.finish_reason = s.text.stopped() ? FinishReason::kStop : r->finish_reason;
+    d.stopped_by_string = s.text.stopped();
     try {
       d.text += s.text.finish();
     } catch (const std::exception& e) {  // the text held back cannot be decoded: this sample fails alone

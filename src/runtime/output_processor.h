@@ -80,6 +80,8 @@ class OutputProcessor {
     TextStream text;
     int64_t emitted = 0;   // output ids already in a delta
     int64_t recorded = 0;  // output ids already in the history
+    // Tokens inside the thinking budget's span so far; -1 while outside it.
+    int64_t span_tokens = -1;
   };
   SampleDelta& delta(RequestId id, const Sample& s, Outbox& out) { return out.of(id, s.live->handle, s.index); }
 

@@ -82,18 +82,19 @@ void TokenHistory::add_output(int32_t id) { ++entry(id).output_count; }
 
 void TokenHistory::set_bias(int32_t id, float bias) { entry(id).bias = bias; }
 
-void TokenHistory::append_with_banned(std::span<const int32_t> banned, std::vector<HistoryToken>& out) const {
+void TokenHistory::append_with(std::span<const int32_t> banned, int32_t forced, std::vector<HistoryToken>& out) const {
   const size_t begin = out.size();
   out.insert(out.end(), tokens_.begin(), tokens_.end());
-  for (int32_t id : banned) {
-    const auto it = index_.find(id);
-    if (it != index_.end()) {
-      out[begin + it->second].bias = -std::numeric_limits<float>::infinity();
-    } else if (std::find_if(out.begin() + static_cast<std::ptrdiff_t>(begin + tokens_.size()), out.end(),
-                            [&](const HistoryToken& t) { return t.id == id; }) == out.end()) {
-      out.push_back(HistoryToken{id, 0, 0, -std::numeric_limits<float>::infinity()});
-    }
-  }
+  // The entry of `id` in this row's part of `out`, added when the history has none.
+  const auto entry = [&](int32_t id) -> HistoryToken& {
+    if (const auto it = index_.find(id); it != index_.end()) return out[begin + it->second];
+    const auto added = std::find_if(out.begin() + static_cast<std::ptrdiff_t>(begin + tokens_.size()), out.end(),
+                                    [&](const HistoryToken& t) { return t.id == id; });
+    if (added != out.end()) return *added;
+    return out.emplace_back(HistoryToken{id, 0, 0, 0.0f});
+  };
+  for (int32_t id : banned) entry(id).bias = -std::numeric_limits<float>::infinity();
+  if (forced >= 0) entry(forced).bias = kForcedTokenBias;
 }
 
 }  // namespace tide

@@ -58,6 +58,11 @@ struct SamplingParams {
   SamplingRow row(uint64_t seed, uint64_t counter) const;
 };
 
+// The bias that makes a token the one sampled, whatever the row's parameters: logits are orders of magnitude
+// smaller, so every other token's probability rounds to zero (and greedy picks it). Its logprob stays the
+// model's, since logprobs are taken before the bias.
+inline constexpr float kForcedTokenBias = 1e9f;
+
 // The sample op's token list of one sequence: its distinct tokens, prompt and output, with their counts (for
 // the penalties), and the tokens it biases (logit_bias).
 class TokenHistory {
@@ -66,8 +71,9 @@ class TokenHistory {
   void add_output(int32_t id);
   void set_bias(int32_t id, float bias);
   std::span<const HistoryToken> tokens() const { return tokens_; }
-  // tokens() with `banned` added at bias -inf (the stop ids while min_tokens are not reached yet), into `out`.
-  void append_with_banned(std::span<const int32_t> banned, std::vector<HistoryToken>& out) const;
+  // tokens() into `out`, with `banned` added at bias -inf (the stop ids while min_tokens are not reached yet)
+  // and `forced` (when >= 0) at kForcedTokenBias.
+  void append_with(std::span<const int32_t> banned, int32_t forced, std::vector<HistoryToken>& out) const;
 
  private:
   HistoryToken& entry(int32_t id);
