@@ -29,6 +29,7 @@ int64_t BoundArgs::get_int(size_t index, int64_t fallback) const {
   const Value& value = values_[index];
   if (value.is_int()) return value.as_int();
   if (value.is_float()) return float_to_int(value.as_number());
+  if (value.is_big_int()) runtime_error("{}(): argument '{}' is too large (64-bit integers only)", function_, names_[index]);
   runtime_error("{}(): argument '{}' must be an integer, not {}", function_, names_[index], value.type_name());
 }
 

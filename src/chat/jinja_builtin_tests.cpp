@@ -3,6 +3,7 @@
 #include <unordered_map>
 
 #include "chat/jinja_args.h"
+#include "chat/jinja_bigint.h"
 #include "chat/jinja_builtins.h"
 #include "chat/jinja_ops.h"
 #include "chat/jinja_strings.h"
@@ -19,7 +20,9 @@ bool test_true(Evaluator&, const Value& input, CallArgs&) { return input.is_bool
 bool test_false(Evaluator&, const Value& input, CallArgs&) { return input.is_bool() && !input.as_bool(); }
 bool test_string(Evaluator&, const Value& input, CallArgs&) { return input.is_string(); }
 bool test_number(Evaluator&, const Value& input, CallArgs&) { return input.is_number(); }
-bool test_integer(Evaluator&, const Value& input, CallArgs&) { return input.kind() == Value::Kind::kInt; }
+bool test_integer(Evaluator&, const Value& input, CallArgs&) {
+  return input.kind() == Value::Kind::kInt || input.is_big_int();
+}
 bool test_float(Evaluator&, const Value& input, CallArgs&) { return input.is_float(); }
 bool test_mapping(Evaluator&, const Value& input, CallArgs&) { return input.is_dict(); }
 bool test_callable(Evaluator&, const Value& input, CallArgs&) { return input.is_function(); }
@@ -36,6 +39,7 @@ bool test_sequence(Evaluator&, const Value& input, CallArgs&) {
 bool is_even(const Value& input) {
   if (!input.is_number()) runtime_error("unsupported operand type(s) for %: '{}' and 'int'", input.type_name());
   if (input.is_int()) return input.as_int() % 2 == 0;
+  if (input.is_big_int()) return big_int_is_even(input);
   return std::fmod(input.as_number(), 2.0) == 0;
 }
 

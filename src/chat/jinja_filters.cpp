@@ -10,6 +10,7 @@
 #include <utf8proc.h>
 
 #include "chat/jinja_args.h"
+#include "chat/jinja_bigint.h"
 #include "chat/jinja_builtins.h"
 #include "chat/jinja_eval.h"
 #include "chat/jinja_filter_util.h"
@@ -212,6 +213,7 @@ Value filter_int(Evaluator&, const Value& input, CallArgs& args) {
   BoundArgs bound("int", args, {"default", "base"});
   const Value fallback = bound.get(0, Value::integer(0));
   if (input.is_int()) return Value::integer(input.as_int());
+  if (input.is_big_int()) return input;
   if (input.is_float()) {
     const double number = input.as_number();
     if (!std::isfinite(number)) runtime_error("cannot convert float {} to integer", py_float_repr(number));
@@ -239,6 +241,7 @@ Value filter_abs(Evaluator&, const Value& input, CallArgs& args) {
   BoundArgs bound("abs", args, {});
   if (input.is_float()) return Value::real(std::fabs(input.as_number()));
   if (input.is_int()) return input.as_int() < 0 ? unary_op(UnaryOp::kNeg, input) : Value::integer(input.as_int());
+  if (input.is_big_int()) return abs_big_int(input);
   runtime_error("bad operand type for abs(): '{}'", input.type_name());
 }
 
@@ -266,6 +269,7 @@ Value filter_round(Evaluator&, const Value& input, CallArgs& args) {
       if (precision >= 0) return Value::integer(input.as_int());
       return Value::integer(float_to_int(python_round(static_cast<double>(input.as_int()), precision)));
     }
+    if (input.is_big_int() && precision >= 0) return input;
     return Value::real(python_round(input.as_number(), precision));
   }
   const double scale = std::pow(10.0, static_cast<double>(precision));

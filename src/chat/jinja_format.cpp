@@ -80,7 +80,13 @@ std::string format_number(const Value& value, const Spec& spec) {
   bool negative = false;
   const bool integral = value.is_int() && spec.type != 'f' && spec.type != 'e' && spec.type != 'g' &&
                         spec.type != '%' && spec.type != 'F' && spec.type != 'E' && spec.type != 'G';
-  if (integral) {
+  if (value.is_big_int() && (spec.type == 0 || spec.type == 'd' || spec.type == 'n')) {
+    const std::string& text = value.big_int_text();
+    negative = text[0] == '-';
+    body = negative ? text.substr(1) : text;
+  } else if (value.is_big_int() && spec.type != 0 && std::string_view("xXob").find(spec.type) != std::string_view::npos) {
+    runtime_error("format code '{}' of an int beyond 64 bits is not supported", spec.type);
+  } else if (integral) {
     const int64_t number = value.as_int();
     negative = number < 0;
     const unsigned long long magnitude = negative ? 0ULL - static_cast<unsigned long long>(number) : number;

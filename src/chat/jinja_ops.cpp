@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <limits>
 
+#include "chat/jinja_bigint.h"
 #include "chat/jinja_builtins.h"
 #include "chat/jinja_eval.h"
 #include "chat/jinja_strings.h"
@@ -239,6 +240,8 @@ Value unary_op(UnaryOp op, const Value& operand) {
   }
   if (op == UnaryOp::kPos) return operand.is_bool() ? Value::integer(operand.as_int()) : operand;
   if (operand.is_float()) return Value::real(-operand.as_number());
+  if (operand.is_big_int()) return negate_big_int(operand);
+  if (operand.as_int() == INT64_MIN) return Value::big_integer("9223372036854775808");  // -(-2**63)
   return Value::integer(sub_checked(0, operand.as_int()));
 }
 

@@ -40,14 +40,23 @@ std::string format_number(const Value& arg, const FormatSpec& spec) {
   }
   std::string text;
   const char c = spec.conversion;
-  if (c == 'd' || c == 'i' || c == 'x' || c == 'X' || c == 'o') {
+  if (arg.is_big_int() && (c == 'd' || c == 'i')) {
+    if (arg.big_int_text()[0] != '-' && spec.sign) text.push_back(spec.sign);
+    text += arg.big_int_text();
+  } else if (arg.is_big_int() && (c == 'x' || c == 'X' || c == 'o')) {
+    runtime_error("%{} format of an int beyond 64 bits is not supported", c);
+  } else if (c == 'd' || c == 'i' || c == 'x' || c == 'X' || c == 'o') {
     const int64_t value = arg.is_int() ? arg.as_int() : float_to_int(arg.as_number());
     const char* format = c == 'x' ? "%llx" : c == 'X' ? "%llX" : c == 'o' ? "%llo" : "%lld";
     const unsigned long long magnitude = value < 0 ? 0ULL - static_cast<unsigned long long>(value) : value;
     char buf[32];
     std::snprintf(buf, sizeof buf, format, magnitude);
-    text = (value < 0 ? "-" : "") + std::string(buf);
-    if (value >= 0 && spec.sign) text = spec.sign + text;
+    if (value < 0) {
+      text.push_back('-');
+    } else if (spec.sign) {
+      text.push_back(spec.sign);
+    }
+    text += buf;
   } else {
     const int precision = spec.precision < 0 ? 6 : spec.precision;
     const std::string format = std::string("%") + (spec.sign ? std::string(1, spec.sign) : "") + ".*" + c;

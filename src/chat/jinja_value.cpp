@@ -1,10 +1,12 @@
-// Value: construction, Python truthiness / str / repr / equality / ordering, hashing for dict keys, and
-// json.dumps as transformers' tojson filter calls it.
+// Value: construction, Python truthiness / str / repr / equality / ordering, hashing for dict keys. json.dumps
+// (tojson) is in jinja_json.cpp.
 #include "chat/jinja_value.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 
+#include "chat/jinja_bigint.h"
 #include "chat/jinja_strings.h"
 
 namespace tide::jinja {
@@ -58,6 +60,15 @@ Value Value::none() { return Value(Storage(nullptr)); }
 Value Value::boolean(bool value) { return Value(Storage(value)); }
 Value Value::integer(int64_t value) { return Value(Storage(value)); }
 Value Value::real(double value) { return Value(Storage(value)); }
+
+Value Value::big_integer(std::string_view decimal) {
+  auto text = canonical_integer_text(decimal);
+  if (!text) runtime_error("invalid integer literal '{}'", decimal);
+  int64_t value = 0;
+  const auto [end, error] = std::from_chars(text->data(), text->data() + text->size(), value);
+  if (error == std::errc() && end == text->data() + text->size()) return integer(value);
+  return Value(Storage(std::make_shared<const BigInt>(BigInt{std::move(*text)})));
+}
 Value Value::string(std::string value) { return Value(Storage(std::make_shared<const std::string>(std::move(value)))); }
 
 Value Value::list(std::vector<Value> items, SequenceKind kind) {
@@ -81,9 +92,18 @@ Value Value::object(std::shared_ptr<Object> object) { return Value(Storage(std::
 
 // --- accessors ---
 
-int64_t Value::as_int() const { return is_bool() ? static_cast<int64_t>(as_bool()) : std::get<int64_t>(storage_); }
+int64_t Value::as_int() const {
+  if (is_big_int()) runtime_error("int too large to convert to a 64-bit integer");
+  return is_bool() ? static_cast<int64_t>(as_bool()) : std::get<int64_t>(storage_);
+}
 
-double Value::as_number() const { return is_float() ? std::get<double>(storage_) : static_cast<double>(as_int()); }
+double Value::as_number() const {
+  if (is_float()) return std::get<double>(storage_);
+  if (is_big_int()) return big_int_to_double(big_int_text());
+  return static_cast<double>(as_int());
+}
+
+const std::string& Value::big_int_text() const { return std::get<std::shared_ptr<const BigInt>>(storage_)->text; }
 
 int Value::depth() const {
   if (is_list()) return as_list().depth;
@@ -95,6 +115,8 @@ int64_t Value::weight() const {
   switch (kind()) {
     case Kind::kString:
       return 1 + static_cast<int64_t>(as_string().size() / 64);
+    case Kind::kBigInt:
+      return 1 + static_cast<int64_t>(big_int_text().size() / 64);
     case Kind::kList:
       return as_list().weight;
     case Kind::kDict:
@@ -130,6 +152,7 @@ bool Value::truthy() const {
       return !as_dict().empty();
     case Kind::kFunction:
     case Kind::kObject:
+    case Kind::kBigInt:  // never 0
       return true;
   }
   return false;
@@ -156,6 +179,8 @@ std::string Value::repr() const {
       return as_bool() ? "True" : "False";
     case Kind::kInt:
       return std::to_string(as_int());
+    case Kind::kBigInt:
+      return big_int_text();
     case Kind::kFloat:
       return py_float_repr(as_number());
     case Kind::kString:
@@ -181,6 +206,7 @@ std::string Value::type_name() const {
     case Kind::kBool:
       return "bool";
     case Kind::kInt:
+    case Kind::kBigInt:
       return "int";
     case Kind::kFloat:
       return "float";
@@ -217,11 +243,11 @@ std::optional<std::string> hash_key(const Value& value) {
     case Value::Kind::kBool:
     case Value::Kind::kInt:
       return "i" + std::to_string(value.as_int());
-    case Value::Kind::kFloat: {
+    case Value::Kind::kBigInt:
+      return "i" + value.big_int_text();
+    case Value::Kind::kFloat: {  // an integral float hashes as the equal int (of any size)
       const double number = value.as_number();
-      if (std::isfinite(number) && number == std::floor(number) && std::fabs(number) < 9.2e18) {
-        return "i" + std::to_string(static_cast<int64_t>(number));
-      }
+      if (std::isfinite(number) && number == std::floor(number)) return "i" + integral_float_text(number);
       return "f" + py_float_repr(number);
     }
     case Value::Kind::kString:
@@ -281,7 +307,7 @@ void Dict::set(Value key, Value value) {
 bool equals(const Value& a, const Value& b) {
   if (a.is_number() && b.is_number()) {
     if (a.is_int() && b.is_int()) return a.as_int() == b.as_int();
-    return a.as_number() == b.as_number();
+    return compare_numbers(a, b) == 0;
   }
   if (a.kind() != b.kind()) return false;
   switch (a.kind()) {
@@ -315,12 +341,7 @@ bool equals(const Value& a, const Value& b) {
 }
 
 int compare(const Value& a, const Value& b, std::string_view op) {
-  if (a.is_number() && b.is_number()) {
-    if (a.is_int() && b.is_int()) return a.as_int() < b.as_int() ? -1 : a.as_int() > b.as_int() ? 1 : 0;
-    const double x = a.as_number();
-    const double y = b.as_number();
-    return x < y ? -1 : x > y ? 1 : 0;
-  }
+  if (a.is_number() && b.is_number()) return compare_numbers(a, b).value_or(0);  // NaN: neither < nor >
   if (a.is_string() && b.is_string()) {
     const int order = a.as_string().compare(b.as_string());  // UTF-8 byte order is code point order
     return order < 0 ? -1 : order > 0 ? 1 : 0;
@@ -336,170 +357,6 @@ int compare(const Value& a, const Value& b, std::string_view op) {
     if (!equals(x[i], y[i])) return compare(x[i], y[i], op);
   }
   return x.size() < y.size() ? -1 : x.size() > y.size() ? 1 : 0;
-}
-
-// --- JSON ---
-
-namespace {
-
-void append_json_string(std::string& out, std::string_view text) {
-  out.push_back('"');
-  for (char c : text) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      case '\b':
-        out += "\\b";
-        break;
-      case '\f':
-        out += "\\f";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          out += fmt::format("\\u{:04x}", static_cast<unsigned>(c));
-        } else {
-          out.push_back(c);
-        }
-    }
-  }
-  out.push_back('"');
-}
-
-std::string json_float(double number) {
-  if (std::isnan(number)) return "NaN";
-  if (std::isinf(number)) return number > 0 ? "Infinity" : "-Infinity";
-  return py_float_repr(number);
-}
-
-std::string json_key(const Value& key) {
-  switch (key.kind()) {
-    case Value::Kind::kString:
-      return key.as_string();
-    case Value::Kind::kBool:
-      return key.as_bool() ? "true" : "false";
-    case Value::Kind::kInt:
-      return std::to_string(key.as_int());
-    case Value::Kind::kFloat:
-      return json_float(key.as_number());
-    case Value::Kind::kNone:
-      return "null";
-    default:
-      runtime_error("keys must be str, int, float, bool or None, not {}", key.type_name());
-  }
-}
-
-class JsonWriter {
- public:
-  explicit JsonWriter(const JsonOptions& options) : options_(options) {
-    if (options.separators) {
-      item_separator_ = options.separators->first;
-      key_separator_ = options.separators->second;
-    } else {
-      item_separator_ = options.indent ? "," : ", ";
-      key_separator_ = ": ";
-    }
-  }
-
-  void write(const Value& value, int level) {
-    switch (value.kind()) {
-      case Value::Kind::kNone:
-        out_ += "null";
-        return;
-      case Value::Kind::kBool:
-        out_ += value.as_bool() ? "true" : "false";
-        return;
-      case Value::Kind::kInt:
-        out_ += std::to_string(value.as_int());
-        return;
-      case Value::Kind::kFloat:
-        out_ += json_float(value.as_number());
-        return;
-      case Value::Kind::kString:
-        append_json_string(out_, value.as_string());
-        return;
-      case Value::Kind::kList:
-        if (value.sequence_kind() != SequenceKind::kIterator) return write_list(value.items(), level);
-        break;
-      case Value::Kind::kDict:
-        return write_dict(value.as_dict(), level);
-      default:
-        break;
-    }
-    runtime_error("Object of type {} is not JSON serializable", value.type_name());
-  }
-
-  std::string take() { return std::move(out_); }
-
- private:
-  void newline(int level) {
-    if (!options_.indent) return;
-    out_.push_back('\n');
-    for (int i = 0; i < level; ++i) out_ += *options_.indent;
-  }
-
-  void write_list(const std::vector<Value>& items, int level) {
-    if (items.empty()) {
-      out_ += "[]";
-      return;
-    }
-    out_.push_back('[');
-    for (size_t i = 0; i < items.size(); ++i) {
-      if (i > 0) out_ += item_separator_;
-      newline(level + 1);
-      write(items[i], level + 1);
-    }
-    newline(level);
-    out_.push_back(']');
-  }
-
-  void write_dict(const Dict& dict, int level) {
-    if (dict.empty()) {
-      out_ += "{}";
-      return;
-    }
-    std::vector<const std::pair<Value, Value>*> entries;
-    for (const auto& entry : dict.entries()) entries.push_back(&entry);
-    if (options_.sort_keys) {
-      std::stable_sort(entries.begin(), entries.end(),
-                       [](const auto* a, const auto* b) { return compare(a->first, b->first) < 0; });
-    }
-    out_.push_back('{');
-    for (size_t i = 0; i < entries.size(); ++i) {
-      if (i > 0) out_ += item_separator_;
-      newline(level + 1);
-      append_json_string(out_, json_key(entries[i]->first));
-      out_ += key_separator_;
-      write(entries[i]->second, level + 1);
-    }
-    newline(level);
-    out_.push_back('}');
-  }
-
-  const JsonOptions& options_;
-  std::string item_separator_;
-  std::string key_separator_;
-  std::string out_;
-};
-
-}  // namespace
-
-std::string to_json(const Value& value, const JsonOptions& options) {
-  JsonWriter writer(options);
-  writer.write(value, 0);
-  return writer.take();
 }
 
 }  // namespace tide::jinja

@@ -1,10 +1,15 @@
 // Value: what jinja2 templates compute with, modelled on the Python objects transformers hands to jinja2:
-// undefined (jinja2's default Undefined), None, bool, int (64-bit here), float, str (UTF-8), list / tuple /
-// iterator, dict (insertion-ordered), callables (builtins, macros, bound methods) and objects (namespace, loop).
+// undefined (jinja2's default Undefined), None, bool, int, float, str (UTF-8), list / tuple / iterator, dict
+// (insertion-ordered), callables (builtins, macros, bound methods) and objects (namespace, loop).
 // Lists and dicts are immutable once built, as in jinja2's ImmutableSandboxedEnvironment, so a Value is a cheap
 // copy that shares them. Namespaces are the one mutable thing ({% set ns.x = ... %}).
-// Non-goals: Python big integers (overflow is an error), sets, bytes, Markup (autoescape is off in
-// transformers, so |safe is the identity and |escape returns plain text).
+// Integers are 64-bit; an integer beyond that comes only from the data (JSON: a uint64 above INT64_MAX, or a big
+// integer of json_exact.h) and is a "big int" held as its decimal text: it prints, serializes (tojson), orders
+// and compares (==, <, in, dict keys) exactly as Python's int does, negates and takes abs / int / round / even /
+// odd exactly; other arithmetic on it converts it to float (Python would stay exact), and arithmetic on 64-bit
+// integers that overflows is an error.
+// Non-goals: sets, bytes, Markup (autoescape is off in transformers, so |safe is the identity and |escape
+// returns plain text).
 #pragma once
 
 #include <cstdint>
@@ -20,10 +25,12 @@
 
 #include <fmt/format.h>
 
+#include "chat/json_exact.h"
 #include "core/error.h"
 
 namespace tide::jinja {
 
+struct BigInt;
 class Dict;
 class Evaluator;
 class Object;
@@ -58,13 +65,28 @@ enum class SequenceKind : uint8_t {
 
 class Value {
  public:
-  enum class Kind : uint8_t { kUndefined, kNone, kBool, kInt, kFloat, kString, kList, kDict, kFunction, kObject };
+  enum class Kind : uint8_t {
+    kUndefined,
+    kNone,
+    kBool,
+    kInt,
+    kFloat,
+    kString,
+    kList,
+    kDict,
+    kFunction,
+    kObject,
+    kBigInt,  // an int beyond 64 bits
+  };
 
   Value() = default;  // undefined
   static Value undefined(std::string hint);
   static Value none();
   static Value boolean(bool value);
   static Value integer(int64_t value);
+  // A Python int given by its decimal text ("-" then digits): an int when it fits 64 bits, else a big int.
+  // Throws RuntimeError on other text.
+  static Value big_integer(std::string_view decimal);
   static Value real(double value);
   static Value string(std::string value);
   static Value list(std::vector<Value> items, SequenceKind kind = SequenceKind::kList);
@@ -76,9 +98,11 @@ class Value {
   bool is_undefined() const { return kind() == Kind::kUndefined; }
   bool is_none() const { return kind() == Kind::kNone; }
   bool is_bool() const { return kind() == Kind::kBool; }
-  bool is_int() const { return kind() == Kind::kInt || kind() == Kind::kBool; }  // bool is an int, as in Python
+  // A 64-bit int (bool is an int, as in Python); false for a big int.
+  bool is_int() const { return kind() == Kind::kInt || kind() == Kind::kBool; }
+  bool is_big_int() const { return kind() == Kind::kBigInt; }
   bool is_float() const { return kind() == Kind::kFloat; }
-  bool is_number() const { return is_int() || is_float(); }
+  bool is_number() const { return is_int() || is_float() || is_big_int(); }
   bool is_string() const { return kind() == Kind::kString; }
   bool is_list() const { return kind() == Kind::kList; }
   bool is_dict() const { return kind() == Kind::kDict; }
@@ -86,8 +110,11 @@ class Value {
   bool is_object() const { return kind() == Kind::kObject; }
 
   bool as_bool() const { return std::get<bool>(storage_); }
-  int64_t as_int() const;    // bool or int
-  double as_number() const;  // bool, int or float
+  int64_t as_int() const;  // bool or int; RuntimeError for a big int (too large for the operation)
+  // bool, int, big int (the nearest double; RuntimeError beyond double's range, as Python's float()) or float.
+  double as_number() const;
+  // A big int's decimal text ("-" then digits).
+  const std::string& big_int_text() const;
   const std::string& as_string() const { return *std::get<std::shared_ptr<const std::string>>(storage_); }
   const List& as_list() const { return *std::get<std::shared_ptr<const List>>(storage_); }
   const std::vector<Value>& items() const;
@@ -120,7 +147,8 @@ class Value {
   // Strings are shared, not copied, when values are (message contents are read many times).
   using Storage = std::variant<UndefinedState, std::nullptr_t, bool, int64_t, double,
                                std::shared_ptr<const std::string>, std::shared_ptr<const List>,
-                               std::shared_ptr<const Dict>, std::shared_ptr<const Function>, std::shared_ptr<Object>>;
+                               std::shared_ptr<const Dict>, std::shared_ptr<const Function>, std::shared_ptr<Object>,
+                               std::shared_ptr<const BigInt>>;
   explicit Value(Storage storage) : storage_(std::move(storage)) {}
 
   Storage storage_;
@@ -129,6 +157,10 @@ class Value {
 // Containers nest at most this deep, so printing, comparing, serializing and freeing them never exhausts the
 // stack (a template could otherwise build [[[...]]] in a loop).
 inline constexpr int kMaxNestingDepth = 256;
+
+struct BigInt {
+  std::string text;  // "-" then digits, no leading zeros; outside int64's range
+};
 
 struct List {
   std::vector<Value> items;
@@ -206,7 +238,8 @@ struct JsonOptions {
 };
 std::string to_json(const Value& value, const JsonOptions& options = {});
 
-// JSON (nlohmann::json or nlohmann::ordered_json) to a Value: objects become dicts in the JSON's key order.
+// JSON (nlohmann::json or nlohmann::ordered_json) to a Value: objects become dicts in the JSON's key order,
+// integers beyond int64 (uint64 ones, big integers of json_exact.h) big ints.
 template <typename Json>
 Value from_json(const Json& json) {
   switch (json.type()) {
@@ -218,7 +251,7 @@ Value from_json(const Json& json) {
       return Value::integer(json.template get<int64_t>());
     case Json::value_t::number_unsigned: {
       const auto value = json.template get<uint64_t>();
-      if (value > static_cast<uint64_t>(INT64_MAX)) return Value::real(static_cast<double>(value));
+      if (value > static_cast<uint64_t>(INT64_MAX)) return Value::big_integer(std::to_string(value));
       return Value::integer(static_cast<int64_t>(value));
     }
     case Json::value_t::number_float:
@@ -236,8 +269,11 @@ Value from_json(const Json& json) {
       for (const auto& [key, item] : json.items()) dict.set(Value::string(key), from_json(item));
       return Value::dict(std::move(dict));
     }
+    case Json::value_t::binary:
+      if (is_big_integer(json)) return Value::big_integer(big_integer_text(json));
+      throw Error("chat template: JSON holds a binary value");
     default:
-      throw Error("chat template: JSON value of an unsupported type (binary or discarded)");
+      throw Error("chat template: JSON value of an unsupported type (discarded)");
   }
 }
 

@@ -4,6 +4,9 @@ apply_chat_template configures it, and writes tests/fixtures/jinja_cases.json fo
 
 Usage: python3 tools/chat/jinja_cases.py [output.json]   (needs python3-jinja2; CI reads the JSON only)
 
+The cases are jinja_case_list.py's and jinja_case_list_bigint.py's; integers beyond 64 bits are written as JSON
+integer literals, which tide reads exactly (parse_json_exact).
+
 Each case: name, template, vars, and either "expected" (the rendered text) or "error" (the exception text) with
 "error_type" and, for raise_exception, "exact_error": true (tide must throw exactly that message); syntax errors
 carry "error_line". A case where tide deliberately differs carries "tide_divergence" (why tide throws instead).
@@ -20,6 +23,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from jinja_case_list import CASES  # noqa: E402
+from jinja_case_list_bigint import CASES as BIGINT_CASES  # noqa: E402
 
 
 class GenerationTag(Extension):
@@ -80,7 +84,7 @@ def main():
     env = make_env()
     names = set()
     cases = []
-    for name, template, variables, divergence in CASES:
+    for name, template, variables, divergence in CASES + BIGINT_CASES:
         assert name not in names, f"duplicate case name {name}"
         names.add(name)
         cases.append(render_case(env, name, template, variables))
