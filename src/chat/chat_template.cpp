@@ -1,8 +1,11 @@
 // ChatTemplate: a checkpoint's chat_template rendered with transformers' variables (see chat_template.h).
 #include "chat/chat_template.h"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
+
+#include <fmt/ranges.h>
 
 #include "chat/jinja_template.h"
 #include "core/error.h"
@@ -47,24 +50,40 @@ nlohmann::json special_tokens_of(const nlohmann::json& config) {
   return tokens;
 }
 
-// tokenizer_config.json's chat_template: a string, or [{"name", "template"}] of which `name` (else "default").
-std::optional<std::string> template_from_config(const nlohmann::json& config, const std::optional<std::string>& name,
-                                                const std::filesystem::path& path) {
-  if (!config.contains("chat_template") || config["chat_template"].is_null()) return std::nullopt;
+// tokenizer_config.json's chat_template as (name, source) pairs: a string is "default"; a list holds
+// {"name", "template"} entries (a repeated name: the last one, as transformers' dict of them).
+std::vector<std::pair<std::string, std::string>> templates_from_config(const nlohmann::json& config,
+                                                                       const std::filesystem::path& path) {
+  std::vector<std::pair<std::string, std::string>> out;
+  if (!config.contains("chat_template") || config["chat_template"].is_null()) return out;
   const nlohmann::json& value = config["chat_template"];
   if (value.is_string()) {
-    if (name && *name != "default") fail("{}: chat_template has no template named '{}'", path.string(), *name);
-    return value.get<std::string>();
+    out.emplace_back("default", value.get<std::string>());
+    return out;
   }
-  if (!value.is_array()) fail("{}: chat_template must be a string or a list of {{name, template}}", path.string());
-  const std::string wanted = name.value_or("default");
+  const auto invalid = [&] {
+    fail("{}: chat_template must be a string or a list of {{\"name\": ..., \"template\": ...}}", path.string());
+  };
+  if (!value.is_array()) invalid();
   for (const auto& entry : value) {
-    if (entry.is_object() && entry.value("name", "") == wanted && entry.contains("template") &&
-        entry["template"].is_string()) {
-      return entry["template"].get<std::string>();
+    if (!entry.is_object() || !entry.contains("name") || !entry["name"].is_string() || !entry.contains("template") ||
+        !entry["template"].is_string()) {
+      invalid();
+    }
+    out.emplace_back(entry["name"].get<std::string>(), entry["template"].get<std::string>());
+  }
+  return out;
+}
+
+// Sets (name, source), replacing an earlier template of that name.
+void put(std::vector<std::pair<std::string, std::string>>& sources, std::string name, std::string source) {
+  for (auto& entry : sources) {
+    if (entry.first == name) {
+      entry.second = std::move(source);
+      return;
     }
   }
-  fail("{}: chat_template has no template named '{}'", path.string(), wanted);
+  sources.emplace_back(std::move(name), std::move(source));
 }
 
 nlohmann::json read_json(const std::filesystem::path& path) {
@@ -85,29 +104,17 @@ struct ChatTemplate::Impl {
 
 ChatTemplate::ChatTemplate(std::string source, nlohmann::json special_tokens) {
   jinja::Template compiled(source);
-  impl_ = std::make_unique<Impl>(Impl{std::move(source), std::move(compiled), std::move(special_tokens)});
+  impl_ = std::make_shared<const Impl>(Impl{std::move(source), std::move(compiled), std::move(special_tokens)});
 }
-
-ChatTemplate::~ChatTemplate() = default;
-ChatTemplate::ChatTemplate(ChatTemplate&&) noexcept = default;
-ChatTemplate& ChatTemplate::operator=(ChatTemplate&&) noexcept = default;
 
 const std::string& ChatTemplate::source() const { return impl_->source; }
 
 std::optional<ChatTemplate> ChatTemplate::from_model_dir(const std::filesystem::path& dir,
                                                          const std::optional<std::filesystem::path>& override_file,
                                                          const std::optional<std::string>& name) {
-  const std::filesystem::path config_path = dir / "tokenizer_config.json";
-  const nlohmann::json config =
-      std::filesystem::exists(config_path) ? read_json(config_path) : nlohmann::json::object();
-  nlohmann::json special_tokens = special_tokens_of(config);
-  if (override_file) return ChatTemplate(read_file(*override_file), std::move(special_tokens));
-  // Newer transformers save the template beside the config, and that file wins over the config's copy.
-  const std::filesystem::path jinja_path = dir / "chat_template.jinja";
-  if (std::filesystem::exists(jinja_path)) return ChatTemplate(read_file(jinja_path), std::move(special_tokens));
-  auto source = template_from_config(config, name, config_path);
-  if (!source) return std::nullopt;
-  return ChatTemplate(std::move(*source), std::move(special_tokens));
+  const ChatTemplates templates = ChatTemplates::from_model_dir(dir, override_file);
+  if (templates.empty()) return std::nullopt;
+  return templates.select(name, /*has_tools=*/false, /*has_documents=*/false);
 }
 
 std::string ChatTemplate::render(const ChatTemplateInputs& inputs) const {
@@ -122,5 +129,89 @@ std::string ChatTemplate::render(const ChatTemplateInputs& inputs) const {
   variables.set(jinja::Value::string("documents"), jinja::from_json(inputs.documents));
   return impl_->compiled.render(variables);
 }
+
+// --- ChatTemplates ---
+
+ChatTemplates::ChatTemplates(std::vector<std::pair<std::string, std::string>> sources, nlohmann::json special_tokens)
+    : special_tokens_(std::move(special_tokens)) {
+  std::sort(sources.begin(), sources.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (auto& [name, source] : sources) {
+    try {
+      templates_.emplace_back(name, ChatTemplate(std::move(source), special_tokens_));
+    } catch (const Error& error) {
+      if (sources.size() == 1) throw;
+      fail("chat template '{}': {}", name, error.what());
+    }
+  }
+}
+
+ChatTemplates ChatTemplates::from_model_dir(const std::filesystem::path& dir,
+                                            const std::optional<std::filesystem::path>& override_file) {
+  const std::filesystem::path config_path = dir / "tokenizer_config.json";
+  const nlohmann::json config =
+      std::filesystem::exists(config_path) ? read_json(config_path) : nlohmann::json::object();
+  nlohmann::json special_tokens = special_tokens_of(config);
+  if (override_file) return ChatTemplates({{"default", read_file(*override_file)}}, std::move(special_tokens));
+  std::vector<std::pair<std::string, std::string>> sources = templates_from_config(config, config_path);
+  const std::filesystem::path jinja_path = dir / "chat_template.jinja";
+  if (std::filesystem::exists(jinja_path)) put(sources, "default", read_file(jinja_path));
+  const std::filesystem::path extra_dir = dir / "additional_chat_templates";
+  if (std::filesystem::is_directory(extra_dir)) {
+    for (const auto& entry : std::filesystem::directory_iterator(extra_dir)) {
+      if (entry.path().extension() == ".jinja") put(sources, entry.path().stem().string(), read_file(entry.path()));
+    }
+  }
+  return ChatTemplates(std::move(sources), std::move(special_tokens));
+}
+
+std::vector<std::string> ChatTemplates::names() const {
+  std::vector<std::string> out;
+  for (const auto& entry : templates_) out.push_back(entry.first);
+  return out;
+}
+
+const ChatTemplate* ChatTemplates::find(std::string_view name) const {
+  for (const auto& entry : templates_) {
+    if (entry.first == name) return &entry.second;
+  }
+  return nullptr;
+}
+
+const std::string& ChatTemplates::select_name(const std::optional<std::string>& requested_name, bool has_tools,
+                                              bool has_documents) const {
+  if (templates_.empty()) fail("the model has no chat template");
+  const auto named = [&](std::string_view name) -> const std::string* {
+    for (const auto& entry : templates_) {
+      if (entry.first == name) return &entry.first;
+    }
+    return nullptr;
+  };
+  const std::string available = fmt::format("'{}'", fmt::join(names(), "', '"));
+  if (requested_name) {
+    if (const std::string* name = named(*requested_name)) return *name;
+    fail("the model has no chat template named '{}' (it has {})", *requested_name, available);
+  }
+  if (has_tools) {
+    if (const std::string* name = named("tool_use")) return *name;
+  }
+  if (has_documents && !has_tools) {
+    if (const std::string* name = named("rag")) return *name;
+  }
+  if (const std::string* name = named("default")) return *name;
+  fail("the model's chat templates ({}) include no 'default', and none of them applies to this request; name one",
+       available);
+}
+
+const ChatTemplate& ChatTemplates::select(const std::optional<std::string>& requested_name, bool has_tools,
+                                          bool has_documents) const {
+  return *find(select_name(requested_name, has_tools, has_documents));
+}
+
+std::string ChatTemplates::render(const ChatTemplateInputs& inputs,
+                                  const std::optional<std::string>& requested_name) const {
+  return select(requested_name, !inputs.tools.is_null(), !inputs.documents.is_null()).render(inputs);
+}
+
+ChatTemplate ChatTemplates::compile(std::string source) const { return ChatTemplate(std::move(source), special_tokens_); }
 
 }  // namespace tide
