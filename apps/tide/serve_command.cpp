@@ -23,6 +23,8 @@ struct ServeArgs {
   std::string served_model_name;
   std::string api_key;
   std::string chat_template;
+  bool trust_request_chat_template = false;
+  std::string chat_output_parser = "auto";
   bool protect_metrics = false;
   int max_connections = 16384;
   int64_t max_pending_samples = 4096;
@@ -46,7 +48,7 @@ extern "C" void on_stop_signal(int) {
   errno = saved;
 }
 
-void run_serve(const ServeArgs& args) {
+void run_serve(const ServeArgs& args, const BackendWrapper& wrap) {
   EngineOptions options = engine_options(args.engine);
   options.load_progress = server::load_progress_printer();
 
@@ -57,6 +59,8 @@ void run_serve(const ServeArgs& args) {
   so.served_model_name = args.served_model_name;
   so.api_key = args.api_key;
   if (!args.chat_template.empty()) so.chat_template = args.chat_template;
+  so.chat.trust_request_chat_template = args.trust_request_chat_template;
+  so.chat.output_parser = args.chat_output_parser;
   so.metrics_need_api_key = args.protect_metrics;
   so.max_connections = args.max_connections;
   so.max_pending_samples = args.max_pending_samples;
@@ -77,8 +81,10 @@ void run_serve(const ServeArgs& args) {
   sigaction(SIGTERM, &action, nullptr);
 
   const std::string device = args.engine.device;
-  server::HttpServer server(so, [model = args.model, device, options] {
-    return std::make_unique<Engine>(model, make_backend(device), options);
+  server::HttpServer server(so, [model = args.model, device, options, wrap] {
+    std::unique_ptr<Backend> backend = make_backend(device);
+    if (wrap) backend = wrap(std::move(backend), model);
+    return std::make_unique<Engine>(model, std::move(backend), options);
   });
   // The first signal drains, a second one stops at once.
   std::thread watcher([&] {
@@ -101,7 +107,7 @@ void run_serve(const ServeArgs& args) {
 
 }  // namespace
 
-void add_serve_command(CLI::App& app) {
+void add_serve_command(CLI::App& app, BackendWrapper wrap) {
   auto args = std::make_shared<ServeArgs>();
   CLI::App* cmd = app.add_subcommand("serve", "Serve a model over an OpenAI-compatible HTTP API");
   cmd->add_option("model", args->model, "Hugging Face model folder (config.json, *.safetensors, tokenizer.json)")
@@ -141,10 +147,19 @@ void add_serve_command(CLI::App& app) {
                   "Seconds a client may take to send a request's body")
       ->capture_default_str()
       ->check(number_in(0, 86400, /*min_exclusive=*/true));
-  cmd->add_option("--chat-template", args->chat_template, "A Jinja file replacing the model's chat template")
+  cmd->add_option("--chat-template", args->chat_template,
+                  "A Jinja file replacing the model's chat templates (all of them, named ones included)")
       ->check(CLI::ExistingFile);
+  cmd->add_flag("--trust-request-chat-template", args->trust_request_chat_template,
+                "Accept Jinja text in a request's 'chat_template' (without it: only the names of the model's "
+                "templates)");
+  cmd->add_option("--chat-output-parser", args->chat_output_parser,
+                  "How chat output is parsed into reasoning_content, tool_calls and citations: auto (when the chat "
+                  "template is in Cohere's format), cohere (always), none (the text as generated)")
+      ->capture_default_str()
+      ->check(one_of({"auto", "cohere", "none"}));
   add_engine_flags(cmd, args->engine);
-  cmd->callback([args] { run_serve(*args); });
+  cmd->callback([args, wrap] { run_serve(*args, wrap); });
 }
 
 }  // namespace tide::cli

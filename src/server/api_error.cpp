@@ -1,5 +1,7 @@
 #include "server/api_error.h"
 
+#include "chat/json_exact.h"
+
 namespace tide::server {
 
 ApiError::ApiError(int status, std::string message, std::string param, std::string type, std::string code)
@@ -33,6 +35,7 @@ nlohmann::json error_json(const ApiError& error) {
             {"code", error.code().empty() ? nlohmann::json(error.status()) : nlohmann::json(error.code())}}}};
 }
 
-std::string dump_json(const nlohmann::json& j) { return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
+// Big integers of a request (tools, documents) may come back in citations: printed as their digits.
+std::string dump_json(const nlohmann::json& j) { return dump_json_exact(j); }
 
 }  // namespace tide::server

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "server/cohere_protocol.h"
 #include "server/openai_protocol.h"
 
 #ifndef TIDE_VERSION
@@ -112,6 +113,7 @@ HttpReply ApiRoutes::route(const HttpRequest& request) {
       {"GET", "/metrics", true, false},          {"GET", "/v1/models", true, true},
       {"POST", "/v1/completions", true, true},   {"POST", "/v1/chat/completions", true, true},
       {"POST", "/tokenize", true, true},         {"POST", "/detokenize", true, true},
+      {"POST", "/v2/chat", true, true},
   };
   const Route* found = nullptr;
   std::string allowed;
@@ -153,14 +155,16 @@ HttpReply ApiRoutes::route(const HttpRequest& request) {
   if (found->path == "/detokenize") {
     return json_reply(200, service_->detokenize(parse_detokenize_request(parse_body(request.body))));
   }
-  return generation(request, found->path == "/v1/chat/completions");
+  if (found->path == "/v2/chat") return generation(request, ApiShape::kCohereChat);
+  return generation(request, found->path == "/v1/chat/completions" ? ApiShape::kChat : ApiShape::kCompletion);
 }
 
-HttpReply ApiRoutes::generation(const HttpRequest& request, bool chat) {
+HttpReply ApiRoutes::generation(const HttpRequest& request, ApiShape shape) {
   if (stopping_) throw ApiError(503, "the server is shutting down", "", "service_unavailable");
-  const json body = parse_body(request.body);
-  GenerationJob job = chat ? service_->prepare_chat(parse_chat_request(body))
-                           : service_->prepare_completion(parse_completion_request(body));
+  const nlohmann::ordered_json body = parse_body(request.body);
+  GenerationJob job = shape == ApiShape::kCompletion ? service_->prepare_completion(parse_completion_request(body))
+                      : shape == ApiShape::kChat     ? service_->prepare_chat(parse_chat_request(body))
+                                                     : service_->prepare_chat(parse_cohere_chat_request(body), shape);
   const int64_t samples = static_cast<int64_t>(job.prompts.size()) * job.options.n;
   // Admission control: a request is refused rather than queued without bound.
   const int64_t pending = pending_samples_->fetch_add(samples) + samples;

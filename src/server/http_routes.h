@@ -38,7 +38,7 @@ class ApiRoutes {
 
  private:
   HttpReply route(const HttpRequest& request);
-  HttpReply generation(const HttpRequest& request, bool chat);
+  HttpReply generation(const HttpRequest& request, ApiShape shape);
   bool authorized(const HttpRequest& request) const;
 
   const ServerOptions& options_;

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "core/error.h"
 #include "core/log.h"
@@ -353,10 +354,14 @@ int HttpServer::run() {
                              "0-255 are bytes, id N >= 256 is the text \"<tok_N>\")",
                              s.engine->tokenizer().vocab_size()));
       }
-      std::optional<ChatTemplate> chat = ChatTemplate::from_model_dir(s.options.model_dir, s.options.chat_template);
-      if (!chat) log_line("warning: the model has no chat template (/v1/chat/completions answers 400)");
-      s.service = std::make_unique<OpenAiService>(*s.engine, std::move(chat), s.options.served_model_name,
-                                                  s.options.model_dir.string(), s.metrics);
+      ChatTemplates chat = ChatTemplates::from_model_dir(s.options.model_dir, s.options.chat_template);
+      if (chat.empty()) {
+        log_line("warning: the model has no chat template (/v1/chat/completions and /v2/chat answer 400)");
+      } else if (chat.names().size() > 1) {
+        log_line(fmt::format("chat templates: {}", fmt::join(chat.names(), ", ")));
+      }
+      s.service = std::make_unique<OpenAiService>(*s.engine, std::move(chat), s.options.chat,
+                                                  s.options.served_model_name, s.options.model_dir.string(), s.metrics);
       s.routes->set_ready(*s.engine, *s.service);
       log_line(fmt::format("model loaded in {:.1f} s: max_model_len {}, ready",
                            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),

@@ -21,6 +21,7 @@
 #include "runtime/engine.h"
 #include "server/http_types.h"
 #include "server/metrics.h"
+#include "server/openai_service.h"
 
 namespace tide::server {
 
@@ -31,7 +32,8 @@ struct ServerOptions {
   std::string served_model_name;                    // empty: model_dir as given
   std::string api_key;                              // empty: no authentication
   bool metrics_need_api_key = false;                // /metrics asks for the key too (/health never does)
-  std::optional<std::filesystem::path> chat_template;
+  std::optional<std::filesystem::path> chat_template;  // replaces every template of the model folder
+  ChatSettings chat;                                 // request templates, output parsing
   ConnectionLimits limits;                          // per-phase timeouts, header and body sizes
   int max_connections = 16384;                      // beyond: new connections are closed at once
   // Samples submitted and not finished, beyond which a generation request gets 429 (Retry-After).

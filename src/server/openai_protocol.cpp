@@ -5,142 +5,17 @@
 
 #include <fmt/format.h>
 
+#include "chat/json_exact.h"
+#include "core/error.h"
 #include "runtime/sampling.h"
 #include "server/api_error.h"
+#include "server/request_fields.h"
 
 namespace tide::server {
 namespace {
 
-// Bodies keep the client's key order (tools and their parameters reach the chat template as sent).
-using json = nlohmann::ordered_json;
-
 constexpr int kMaxNestingDepth = 64;  // deeper bodies are refused (no template should walk them)
 constexpr int kMaxLogprobs = 20;      // vLLM's limit
-
-// The field `name` of `body`; null when absent or JSON null (OpenAI treats both as "not given").
-const json* field(const json& body, const char* name) {
-  const auto it = body.find(name);
-  return it == body.end() || it->is_null() ? nullptr : &*it;
-}
-
-std::optional<bool> get_bool(const json& body, const char* name) {
-  const json* v = field(body, name);
-  if (v == nullptr) return std::nullopt;
-  if (!v->is_boolean()) bad_request(name, std::string("'") + name + "' must be a boolean");
-  return v->get<bool>();
-}
-
-std::optional<std::string> get_string(const json& body, const char* name) {
-  const json* v = field(body, name);
-  if (v == nullptr) return std::nullopt;
-  if (!v->is_string()) bad_request(name, std::string("'") + name + "' must be a string");
-  return v->get<std::string>();
-}
-
-// An integer in [lo, hi].
-std::optional<int64_t> get_int(const json& body, const char* name, int64_t lo, int64_t hi) {
-  const json* v = field(body, name);
-  if (v == nullptr) return std::nullopt;
-  const std::string quoted = std::string("'") + name + "'";
-  if (!v->is_number_integer()) bad_request(name, quoted + " must be an integer");
-  if (v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-    bad_request(name, quoted + " is out of range");
-  }
-  const int64_t value = v->get<int64_t>();
-  if (value < lo || value > hi) {
-    bad_request(name, quoted + " must be in [" + std::to_string(lo) + ", " +
-                          (hi == std::numeric_limits<int64_t>::max() ? std::string("inf") : std::to_string(hi)) +
-                          "], got " + std::to_string(value));
-  }
-  return value;
-}
-
-// A finite number in [lo, hi] (lo excluded when lo_open).
-std::optional<double> get_number(const json& body, const char* name, double lo, double hi, bool lo_open = false) {
-  const json* v = field(body, name);
-  if (v == nullptr) return std::nullopt;
-  const std::string quoted = std::string("'") + name + "'";
-  if (!v->is_number()) bad_request(name, quoted + " must be a number");
-  const double value = v->get<double>();
-  const bool ok = std::isfinite(value) && (lo_open ? value > lo : value >= lo) && value <= hi;
-  if (!ok) {
-    const std::string range = std::string(lo_open ? "(" : "[") + json(lo).dump() + ", " +
-                              (std::isinf(hi) ? std::string("inf") : json(hi).dump()) + "]";
-    bad_request(name, quoted + " must be in " + range + ", got " + v->dump());
-  }
-  return value;
-}
-
-int32_t token_id(const json& v, const char* param) {
-  if (!v.is_number_integer()) bad_request(param, std::string("'") + param + "' must hold integer token ids");
-  if (v.is_number_unsigned() ? v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int32_t>::max())
-                             : (v.get<int64_t>() < 0 || v.get<int64_t>() > std::numeric_limits<int32_t>::max())) {
-    bad_request(param, std::string("'") + param + "' holds token id " + v.dump() + ", out of range");
-  }
-  return v.get<int32_t>();
-}
-
-std::vector<int32_t> token_ids(const json& array, const char* param) {
-  std::vector<int32_t> ids;
-  ids.reserve(array.size());
-  for (const json& v : array) ids.push_back(token_id(v, param));
-  return ids;
-}
-
-std::vector<std::string> stop_strings(const json& body) {
-  const json* v = field(body, "stop");
-  if (v == nullptr) return {};
-  std::vector<std::string> out;
-  if (v->is_string()) {
-    out.push_back(v->get<std::string>());
-  } else if (v->is_array()) {
-    for (const json& s : *v) {
-      if (!s.is_string()) bad_request("stop", "'stop' must be a string or a list of strings");
-      out.push_back(s.get<std::string>());
-    }
-  } else {
-    bad_request("stop", "'stop' must be a string or a list of strings");
-  }
-  // Every generated token is checked against the stop strings' text: their count and size bound that work.
-  // OpenAI allows 4; these limits leave room for agents that stop on many markers.
-  constexpr size_t kMaxStopStrings = 64, kMaxStopBytes = 4096;
-  if (out.size() > kMaxStopStrings) {
-    bad_request("stop", "'stop' may list at most " + std::to_string(kMaxStopStrings) + " strings, got " +
-                            std::to_string(out.size()));
-  }
-  for (const std::string& s : out) {
-    if (s.empty()) bad_request("stop", "'stop' strings must not be empty");
-    if (s.size() > kMaxStopBytes) {
-      bad_request("stop", "'stop' strings may be at most " + std::to_string(kMaxStopBytes) + " bytes long, got " +
-                              std::to_string(s.size()));
-    }
-  }
-  return out;
-}
-
-std::vector<std::pair<int32_t, float>> logit_bias(const json& body) {
-  const json* v = field(body, "logit_bias");
-  if (v == nullptr) return {};
-  if (!v->is_object()) bad_request("logit_bias", "'logit_bias' must be an object mapping token ids to biases");
-  std::vector<std::pair<int32_t, float>> out;
-  for (const auto& [key, bias] : v->items()) {
-    size_t used = 0;
-    long long id = -1;
-    try {
-      id = std::stoll(key, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used != key.size() || key.empty() || id < 0 || id > std::numeric_limits<int32_t>::max()) {
-      bad_request("logit_bias", "'logit_bias' keys must be token ids, got \"" + key + "\"");
-    }
-    if (!bias.is_number() || !(bias.get<double>() >= -100 && bias.get<double>() <= 100)) {
-      bad_request("logit_bias", "'logit_bias' values must be numbers in [-100, 100]");
-    }
-    out.emplace_back(static_cast<int32_t>(id), bias.get<float>());
-  }
-  return out;
-}
 
 // The fields completions and chat share.
 void parse_common(const json& body, GenerationRequest& r) {
@@ -184,7 +59,7 @@ void parse_common(const json& body, GenerationRequest& r) {
   o.ignore_eos = get_bool(body, "ignore_eos").value_or(false);
   o.skip_special_tokens = get_bool(body, "skip_special_tokens").value_or(true);
   o.include_stop_str_in_output = get_bool(body, "include_stop_str_in_output").value_or(false);
-  o.stop = stop_strings(body);
+  o.stop = stop_strings(body, "stop");
   if (const json* ids = field(body, "stop_token_ids")) {
     if (!ids->is_array()) bad_request("stop_token_ids", "'stop_token_ids' must be a list of token ids");
     o.stop_token_ids = token_ids(*ids, "stop_token_ids");
@@ -203,17 +78,6 @@ void check_max_tokens(GenerationRequest& r) {
   if (r.max_tokens && r.options.min_tokens > *r.max_tokens) {
     bad_request("min_tokens", "'min_tokens' must not exceed 'max_tokens'");
   }
-}
-
-// Every depth of `body` is at most kMaxNestingDepth.
-json parse_bounded(std::string_view body) {
-  const json::parser_callback_t limit = [](int depth, json::parse_event_t, json&) {
-    if (depth > kMaxNestingDepth) {
-      throw ApiError(400, "the request body nests deeper than " + std::to_string(kMaxNestingDepth) + " levels");
-    }
-    return true;
-  };
-  return json::parse(body.begin(), body.end(), limit);
 }
 
 // A parser's message without its internal prefix and its echo of the token read (which can be the whole body),
@@ -241,7 +105,10 @@ std::string describe_parse_error(const json::parse_error& e, std::string_view bo
 json parse_body(std::string_view body) {
   if (body.empty()) bad_request("", "the request body is empty; expected a JSON object");
   try {
-    return parse_bounded(body);
+    // Integers of any size stay exact (templates print them as Python does); depth is bounded.
+    return parse_json_exact(body, kMaxNestingDepth);
+  } catch (const Error& e) {
+    bad_request("", std::string("the request body is refused: ") + e.what());
   } catch (const json::parse_error& e) {
     bad_request("", "invalid JSON in the request body: " + describe_parse_error(e, body));
   } catch (const json::exception& e) {
@@ -289,37 +156,61 @@ CompletionRequest parse_completion_request(const json& body) {
   return r;
 }
 
+// A tool call's arguments as the templates take them: transformers' templates print
+// tool_call.function.arguments with tojson and expect an object, while OpenAI clients send a JSON string, so a
+// string that holds a JSON object becomes that object (as vLLM does); anything else stays as sent.
+void arguments_as_object(json& call) {
+  const auto function = call.find("function");
+  if (function == call.end() || !function->is_object()) return;
+  const auto arguments = function->find("arguments");
+  if (arguments == function->end() || !arguments->is_string()) return;
+  json parsed;
+  try {
+    parsed = parse_json_exact(arguments->get_ref<const std::string&>(), kMaxNestingDepth);
+  } catch (const std::exception&) {
+    return;  // not JSON (or nested too deep): the template gets the string
+  }
+  if (parsed.is_object()) *arguments = std::move(parsed);
+}
+
 namespace {
 
-// `messages` with each content given as a string (text parts joined by newlines) or null.
-json normalize_messages(const json& body) {
+// `messages` as the template gets them: as sent (content a string, a list of parts, an object or null, absent
+// keys absent), but for the arguments of assistant tool calls (arguments_as_object). Checks the shape that
+// the service and the parsers rely on: a non-empty list of objects with a string role; tool_calls a list of
+// objects.
+json chat_messages(const json& body) {
   const json* messages = field(body, "messages");
   if (messages == nullptr) bad_request("messages", "'messages' is required");
   if (!messages->is_array() || messages->empty()) bad_request("messages", "'messages' must be a non-empty list");
-  json out = json::array();
-  for (const json& m : *messages) {
+  json out = *messages;
+  for (json& m : out) {
     if (!m.is_object()) bad_request("messages", "each message must be an object");
     const auto role = m.find("role");
     if (role == m.end() || !role->is_string()) bad_request("messages", "each message needs a 'role' string");
-    json message = m;
     const auto content = m.find("content");
-    if (content == m.end() || content->is_null()) {
-      message["content"] = nullptr;
-    } else if (content->is_array()) {
-      std::string text;
-      for (const json& part : *content) {
-        if (!part.is_object() || part.value("type", json()) != "text" || !part.contains("text") ||
-            !part["text"].is_string()) {
-          bad_request("messages", "only text content parts ({\"type\": \"text\", \"text\": ...}) are supported");
-        }
-        if (!text.empty()) text += "\n";
-        text += part["text"].get<std::string>();
-      }
-      message["content"] = text;
-    } else if (!content->is_string()) {
-      bad_request("messages", "a message's 'content' must be a string, a list of text parts or null");
+    if (content != m.end() && !(content->is_null() || content->is_string() || content->is_array() ||
+                                content->is_object())) {
+      bad_request("messages", "a message's 'content' must be a string, a list of parts, an object or null");
     }
-    out.push_back(std::move(message));
+    // A tool message's list holds its results, whatever they are; other lists are parts, and the models served
+    // read text (an assistant's thinking part too), not images or audio.
+    if (content != m.end() && content->is_array() && *role != "tool") {
+      for (const json& part : *content) {
+        const std::string type = part.is_object() ? part.value("type", std::string()) : std::string();
+        if (type != "text" && !(type == "thinking" && *role == "assistant")) {
+          bad_request("messages", "only text content parts ({\"type\": \"text\", \"text\": ...}) are supported, got " +
+                                      (type.empty() ? std::string("a part without a type") : "'" + type + "'"));
+        }
+      }
+    }
+    const auto calls = m.find("tool_calls");
+    if (calls == m.end() || calls->is_null()) continue;
+    if (!calls->is_array()) bad_request("messages", "a message's 'tool_calls' must be a list");
+    for (json& call : *calls) {
+      if (!call.is_object()) bad_request("messages", "each of a message's 'tool_calls' must be an object");
+      arguments_as_object(call);
+    }
   }
   return out;
 }
@@ -331,15 +222,55 @@ json optional_array(const json& body, const char* name) {
   return *v;
 }
 
+// OpenAI's tools: [{"type": "function", "function": {"name": string, "description"?, "parameters"?}}].
+}  // namespace
+
+json parse_tools(const json& body) {
+  json tools = optional_array(body, "tools");
+  if (tools.is_null()) return tools;
+  for (const json& tool : tools) {
+    const json* function = tool.is_object() ? field(tool, "function") : nullptr;
+    if (function == nullptr || !function->is_object() || !field(*function, "name") ||
+        !(*function)["name"].is_string() || tool.value("type", std::string("function")) != "function") {
+      bad_request("tools", "each tool must be {\"type\": \"function\", \"function\": {\"name\": ..., ...}}");
+    }
+  }
+  return tools;
+}
+
+namespace {
+
+// tool_choice: "none" and "auto" are what the model decides; forcing a call needs constrained decoding.
+std::string tool_choice(const json& body, const json& tools) {
+  const json* v = field(body, "tool_choice");
+  if (v == nullptr) return tools.is_null() ? "none" : "auto";
+  if (v->is_string() && (*v == "none" || *v == "auto")) return v->get<std::string>();
+  if ((v->is_string() && *v == "required") || v->is_object()) {
+    bad_request("tool_choice",
+                "'tool_choice' \"required\" or a named function needs constrained decoding (structured outputs), "
+                "which this server does not have yet; use \"auto\" or \"none\"");
+  }
+  bad_request("tool_choice", "'tool_choice' must be \"none\", \"auto\", \"required\" or a named function");
+}
+
 void parse_chat_fields(const json& body, ChatRequest& r) {
-  r.messages = normalize_messages(body);
+  r.messages = chat_messages(body);
   r.add_generation_prompt = get_bool(body, "add_generation_prompt").value_or(true);
-  r.tools = optional_array(body, "tools");
+  r.tools = parse_tools(body);
+  r.tool_choice = tool_choice(body, r.tools);
+  if (get_bool(body, "parallel_tool_calls") == false) {
+    bad_request("parallel_tool_calls",
+                "'parallel_tool_calls': false needs constrained decoding, which this server does not have yet");
+  }
   r.documents = optional_array(body, "documents");
   if (const json* kwargs = field(body, "chat_template_kwargs")) {
     if (!kwargs->is_object()) bad_request("chat_template_kwargs", "'chat_template_kwargs' must be an object");
     r.chat_template_kwargs = *kwargs;
   }
+  r.citations = r.chat_template_kwargs.value("enable_citations", json(false)) == true;
+  r.chat_template = get_string(body, "chat_template");
+  r.thinking_budget = get_int(body, "thinking_budget", 0, std::numeric_limits<int32_t>::max());
+  r.include_reasoning = get_bool(body, "include_reasoning").value_or(true);
 }
 
 }  // namespace

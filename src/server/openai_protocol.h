@@ -38,14 +38,28 @@ struct CompletionRequest : GenerationRequest {
 };
 
 struct ChatRequest : GenerationRequest {
-  nlohmann::ordered_json messages;            // as sent, with content given as text parts joined into a string
+  // As sent (list content, absent keys), but tool calls' JSON-string arguments given as objects, which is what
+  // chat templates print (see chat_messages in the .cpp).
+  nlohmann::ordered_json messages;
   bool add_generation_prompt = true;
-  nlohmann::ordered_json tools;               // null or an array
+  nlohmann::ordered_json tools;               // null or a list of {"type": "function", "function": {"name", ...}}
   nlohmann::ordered_json documents;           // null or an array
   nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();
   int top_logprobs = 0;               // with logprobs: options.logprobs = top_logprobs
+  // "auto": the model may call the tools; "none": it may not (the template gets no tools, nothing is parsed as a
+  // call). "required" and a named function need constrained decoding, refused until it exists.
+  std::string tool_choice = "auto";
+  // The named template to render with (a model's list of named templates), or a template's Jinja text (only
+  // where the server trusts request templates); unset: chosen by the request's tools and documents.
+  std::optional<std::string> chat_template;
+  // Thinking budget in tokens (reasoning models): the thinking block is closed after this many.
+  std::optional<int64_t> thinking_budget;
+  bool include_reasoning = true;  // reasoning_content in the response (the thinking is parsed out either way)
+  // Grounded answers: chat_template_kwargs.enable_citations asks the template for citation tags, and the tags
+  // are returned as citations.
+  bool citations = false;
+  nlohmann::ordered_json citation_documents;  // the documents as citations name them; null: `documents`
 };
-
 // Completions' default max_tokens (OpenAI's).
 inline constexpr int64_t kDefaultCompletionMaxTokens = 16;
 
@@ -54,6 +68,11 @@ inline constexpr int64_t kDefaultCompletionMaxTokens = 16;
 nlohmann::ordered_json parse_body(std::string_view body);
 CompletionRequest parse_completion_request(const nlohmann::ordered_json& body);
 ChatRequest parse_chat_request(const nlohmann::ordered_json& body);
+
+// Shared with the Cohere parser: OpenAI's tools list (null when absent), each tool checked; a tool call's
+// arguments given as a JSON object string become the object (templates print them with tojson).
+nlohmann::ordered_json parse_tools(const nlohmann::ordered_json& body);
+void arguments_as_object(nlohmann::ordered_json& call);
 
 // /tokenize: {"prompt": text, "add_special_tokens"?} or {"messages": [...], "add_generation_prompt"?, ...}.
 struct TokenizeRequest {

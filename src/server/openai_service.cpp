@@ -4,6 +4,8 @@
 #include <cmath>
 #include <random>
 
+#include <fmt/ranges.h>
+
 #include "core/error.h"
 #include "server/api_error.h"
 
@@ -23,11 +25,6 @@ std::string random_id(const char* prefix) {
 int64_t unix_now() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
-
-double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
-
-// OpenAI reports impossible tokens as -9999 (JSON has no -inf).
-double finite_logprob(float value) { return std::isfinite(value) ? value : -9999.0; }
 
 std::string window_label(int64_t window) { return window == 0 ? std::string("global") : std::to_string(window); }
 
@@ -83,10 +80,12 @@ void refresh_engine_metrics(const Engine& engine, MetricsRegistry& m) {
 
 // --- OpenAiService
 
-OpenAiService::OpenAiService(Engine& engine, std::optional<ChatTemplate> chat_template, std::string served_model_name,
-                             std::string model_root, MetricsRegistry& metrics, int64_t max_samples_per_request)
+OpenAiService::OpenAiService(Engine& engine, ChatTemplates chat_templates, ChatSettings chat_settings,
+                             std::string served_model_name, std::string model_root, MetricsRegistry& metrics,
+                             int64_t max_samples_per_request)
     : engine_(engine),
-      chat_template_(std::move(chat_template)),
+      chat_templates_(std::move(chat_templates)),
+      chat_settings_(std::move(chat_settings)),
       served_model_name_(std::move(served_model_name)),
       model_root_(std::move(model_root)),
       metrics_(metrics),
@@ -116,7 +115,7 @@ void OpenAiService::check_model(const std::optional<std::string>& model) const {
 void OpenAiService::fit_max_tokens(GenerationJob& job, const GenerationRequest& request,
                                    int64_t default_max_tokens) const {
   const int64_t limit = engine_.max_model_len();
-  const char* what = job.chat ? "messages" : "prompt";
+  const char* what = job.chat() ? "messages" : "prompt";
   int64_t longest = 0;
   for (const auto& p : job.prompts) longest = std::max<int64_t>(longest, static_cast<int64_t>(p.size()));
   if (longest >= limit) {
@@ -145,11 +144,11 @@ void OpenAiService::check_samples(size_t num_prompts, int n) const {
 
 // The fields every job takes from its request (completions and chat share them), after checking the model.
 template <typename Request>
-GenerationJob OpenAiService::new_job(const Request& request, bool chat) const {
+GenerationJob OpenAiService::new_job(const Request& request, ApiShape shape) const {
   check_model(request.model);
   GenerationJob job;
-  job.chat = chat;
-  job.id = random_id(chat ? "chatcmpl-" : "cmpl-");
+  job.shape = shape;
+  job.id = random_id(shape == ApiShape::kCompletion ? "cmpl-" : "chatcmpl-");
   job.created = unix_now();
   job.model = served_model_name_;
   job.options = request.options;
@@ -161,7 +160,7 @@ GenerationJob OpenAiService::new_job(const Request& request, bool chat) const {
 }
 
 GenerationJob OpenAiService::prepare_completion(const CompletionRequest& request) const {
-  GenerationJob job = new_job(request, /*chat=*/false);
+  GenerationJob job = new_job(request, ApiShape::kCompletion);
   check_samples(request.prompts.size(), job.options.n);  // before tokenizing them
   const Tokenizer& tok = engine_.tokenizer();
   for (const PromptInput& p : request.prompts) {
@@ -180,30 +179,88 @@ GenerationJob OpenAiService::prepare_completion(const CompletionRequest& request
   return job;
 }
 
-std::vector<int32_t> OpenAiService::render_chat(const ChatRequest& request) const {
-  if (!chat_template_) {
+OpenAiService::RenderedChat OpenAiService::render_chat(const ChatRequest& request) const {
+  if (chat_templates_.empty()) {
     bad_request("messages", "the model has no chat template; start the server with --chat-template FILE");
   }
+  // tool_choice "none": the model is not offered the tools (and the template is chosen as without them).
+  const bool tools = !request.tools.is_null() && request.tool_choice != "none";
+  const bool documents = !request.documents.is_null() && !request.documents.empty();
+  RenderedChat rendered;
+  std::optional<ChatTemplate> from_request;
+  const ChatTemplate* chat_template = nullptr;
+  if (request.chat_template && chat_templates_.find(*request.chat_template) == nullptr &&
+      !chat_settings_.trust_request_chat_template) {
+    bad_request("chat_template", fmt::format("'chat_template' must name one of the model's chat templates ({}); Jinja "
+                                             "text is accepted only with --trust-request-chat-template",
+                                             fmt::join(chat_templates_.names(), ", ")));
+  }
+  try {
+    if (request.chat_template && chat_templates_.find(*request.chat_template) == nullptr) {
+      chat_template = &from_request.emplace(chat_templates_.compile(*request.chat_template));
+    } else {
+      chat_template = &chat_templates_.select(request.chat_template, tools, documents);
+    }
+  } catch (const Error& e) {
+    bad_request("chat_template", e.what());
+  }
+  rendered.format = cohere_format_of_template(chat_template->source());
   ChatTemplateInputs inputs;
   inputs.messages = request.messages;
   inputs.add_generation_prompt = request.add_generation_prompt;
-  inputs.tools = request.tools;
+  if (tools) inputs.tools = request.tools;
   inputs.documents = request.documents;
   inputs.extra = request.chat_template_kwargs;
-  std::string text;
   try {
-    text = chat_template_->render(inputs);
+    rendered.text = chat_template->render(inputs);
   } catch (const std::exception& e) {
     bad_request("messages", std::string("the chat template failed: ") + e.what());
   }
-  return engine_.tokenizer().encode(text, /*add_special_tokens=*/false);
+  rendered.ids = engine_.tokenizer().encode(rendered.text, /*add_special_tokens=*/false);
+  return rendered;
 }
 
-GenerationJob OpenAiService::prepare_chat(const ChatRequest& request) const {
-  GenerationJob job = new_job(request, /*chat=*/true);
-  job.prompts.push_back(render_chat(request));
+void OpenAiService::set_chat_output(GenerationJob& job, const ChatRequest& request, const RenderedChat& rendered) const {
+  job.include_reasoning = request.include_reasoning;
+  std::optional<CohereFormat> format;
+  if (chat_settings_.output_parser != "none") format = rendered.format;
+  if (!format && chat_settings_.output_parser == "cohere") format = CohereFormat::kActions;
+  auto options = std::make_shared<ChatOutputOptions>();
+  options->format = format;
+  if (format) {
+    // The markers are text to the parser, which removes them.
+    job.options.skip_special_tokens = false;
+    options->parse.tool_calls = !request.tools.is_null() && request.tool_choice != "none";
+    options->parse.reasoning = true;
+    options->parse.citations = request.citations;
+    constexpr std::string_view kOpenThinking = "<|START_THINKING|>";
+    options->parse.starts_in_thinking = rendered.text.ends_with(kOpenThinking);
+  } else if (request.citations) {
+    bad_request("chat_template_kwargs", "citations need a chat template in Cohere's format (enable_citations)");
+  }
+  options->tools_requested = !request.tools.is_null() && request.tool_choice != "none";
+  options->messages = request.messages;
+  options->documents = request.citation_documents.is_null() ? request.documents : request.citation_documents;
+  job.chat_output = std::move(options);
+  if (request.thinking_budget) {
+    const Tokenizer& tok = engine_.tokenizer();
+    const std::optional<int32_t> open = tok.token_to_id("<|START_THINKING|>");
+    const std::optional<int32_t> close = tok.token_to_id("<|END_THINKING|>");
+    if (!open || !close) {
+      bad_request("thinking_budget", "a thinking budget needs a vocabulary with <|START_THINKING|> and <|END_THINKING|>");
+    }
+    job.options.thinking_budget = SpanBudget{*open, *close, *request.thinking_budget};
+  }
+}
+
+GenerationJob OpenAiService::prepare_chat(const ChatRequest& request, ApiShape shape) const {
+  GenerationJob job = new_job(request, shape);
+  if (shape == ApiShape::kCohereChat) job.id = random_id("");
+  const RenderedChat rendered = render_chat(request);
+  job.prompts.push_back(rendered.ids);
   if (job.prompts[0].empty()) bad_request("messages", "the chat template rendered an empty prompt");
   check_samples(1, job.options.n);
+  set_chat_output(job, request, rendered);
   fit_max_tokens(job, request, /*default: the rest of max_model_len*/ 0);
   return job;
 }
@@ -211,17 +268,23 @@ GenerationJob OpenAiService::prepare_chat(const ChatRequest& request) const {
 json OpenAiService::tokenize(const TokenizeRequest& request) const {
   check_model(request.model);
   std::vector<int32_t> ids;
+  json out;
   if (request.chat) {
-    ids = render_chat(*request.chat);
+    RenderedChat rendered = render_chat(*request.chat);
+    ids = std::move(rendered.ids);
     if (request.add_special_tokens) {
       // The rendered text already holds the template's special tokens; add BOS only when it is missing.
       const std::optional<int32_t> bos = engine_.tokenizer().bos_id();
       if (bos && (ids.empty() || ids[0] != *bos)) ids.insert(ids.begin(), *bos);
     }
+    out["prompt"] = std::move(rendered.text);  // what the template rendered, to debug templates with
   } else {
     ids = engine_.tokenizer().encode(*request.prompt, request.add_special_tokens);
   }
-  return {{"count", ids.size()}, {"max_model_len", engine_.max_model_len()}, {"tokens", ids}};
+  out["count"] = ids.size();
+  out["max_model_len"] = engine_.max_model_len();
+  out["tokens"] = ids;
+  return out;
 }
 
 json OpenAiService::detokenize(const DetokenizeRequest& request) const {
@@ -256,228 +319,10 @@ std::unique_ptr<GenerationRun> OpenAiService::start(GenerationJob job) {
       run->handles_.push_back(engine_.submit(j.prompts[p], std::move(options), std::move(on_delta)));
     } catch (const Error& e) {
       run->refused_ = true;  // not a finished request: nothing to count
-      bad_request(j.chat ? "messages" : "prompt", e.what());  // ~GenerationRun cancels the ones submitted
+      bad_request(j.chat() ? "messages" : "prompt", e.what());  // ~GenerationRun cancels the ones submitted
     }
   }
   return run;
-}
-
-// --- GenerationRun
-
-GenerationRun::GenerationRun(GenerationJob job, const Engine& engine, MetricsRegistry& metrics)
-    : job_(std::move(job)), engine_(engine), metrics_(metrics) {
-  choices_.resize(job_.prompts.size() * static_cast<size_t>(job_.options.n));
-  cached_tokens_.assign(job_.prompts.size(), 0);
-}
-
-GenerationRun::~GenerationRun() {
-  if (finished()) return;
-  cancel();
-  if (refused_) return;
-  // The client went away (or the server is stopping): the samples end with "abort" after this run is gone.
-  for (const Choice& c : choices_) {
-    if (c.finish_reason.empty()) metrics_.increment("tide_request_success_total", 1, {{"finished_reason", "abort"}});
-  }
-}
-
-void GenerationRun::cancel() {
-  for (const auto& h : handles_) h->cancel();
-}
-
-void GenerationRun::set_notify(std::function<void()> notify) {
-  bool waiting = false;
-  {
-    std::lock_guard lock(queue_->mutex);
-    queue_->notify = notify;
-    waiting = !queue_->events.empty();
-  }
-  if (waiting && notify) notify();
-}
-
-std::optional<GenerationRun::Event> GenerationRun::pop() {
-  std::lock_guard lock(queue_->mutex);
-  if (queue_->events.empty()) return std::nullopt;
-  Event e = std::move(queue_->events.front());
-  queue_->events.pop_front();
-  return e;
-}
-
-bool GenerationRun::advance() {
-  while (const std::optional<Event> e = pop()) apply(*e);
-  return finished();
-}
-
-size_t GenerationRun::apply(const Event& event) {
-  const SampleDelta& d = event.delta;
-  const size_t idx = event.prompt_idx * static_cast<size_t>(job_.options.n) + static_cast<size_t>(d.index);
-  TIDE_CHECK(idx < choices_.size());
-  Choice& c = choices_[idx];
-  const Clock::time_point now = Clock::now();
-  if (!d.ids.empty()) {
-    if (!first_token_seen_) metrics_.observe("tide_time_to_first_token_seconds", seconds(now - job_.arrival));
-    first_token_seen_ = true;
-    if (c.last_token != Clock::time_point{}) metrics_.observe("tide_inter_token_latency_seconds", seconds(now - c.last_token));
-    c.last_token = now;
-  }
-  c.text += d.text;
-  c.logprobs.insert(c.logprobs.end(), d.logprobs.begin(), d.logprobs.end());
-  c.num_tokens += static_cast<int64_t>(d.ids.size());
-  if (d.finished()) {
-    c.finish_reason = to_string(d.finish_reason);
-    c.error = d.error;
-    c.num_tokens = d.num_output_tokens;
-    if (d.index == 0) cached_tokens_[event.prompt_idx] = d.cached_tokens;
-    ++num_finished_;
-    metrics_.increment("tide_request_success_total", 1, {{"finished_reason", c.finish_reason}});
-    if (finished()) metrics_.observe("tide_e2e_request_latency_seconds", seconds(now - job_.arrival));
-  }
-  return idx;
-}
-
-std::optional<std::string> GenerationRun::error() const {
-  for (const Choice& c : choices_) {
-    if (c.finish_reason == "error") return c.error;
-  }
-  return std::nullopt;
-}
-
-json GenerationRun::usage() const {
-  int64_t prompt_tokens = 0, completion_tokens = 0, cached = 0;
-  for (const auto& p : job_.prompts) prompt_tokens += static_cast<int64_t>(p.size());
-  for (const Choice& c : choices_) completion_tokens += c.num_tokens;
-  for (int64_t t : cached_tokens_) cached += t;
-  return {{"prompt_tokens", prompt_tokens},
-          {"completion_tokens", completion_tokens},
-          {"total_tokens", prompt_tokens + completion_tokens},
-          {"prompt_tokens_details", {{"cached_tokens", cached}}}};
-}
-
-json GenerationRun::logprobs_json(const std::vector<TokenLogprobs>& logprobs, size_t text_offset) const {
-  const Tokenizer& tok = engine_.tokenizer();
-  auto token_text = [&](int32_t id) {
-    return job_.return_tokens_as_token_ids ? "token_id:" + std::to_string(id)
-                                           : tok.decode(std::vector<int32_t>{id}, /*skip_special_tokens=*/false);
-  };
-  if (job_.chat) {
-    auto entry = [&](int32_t id, float lp) {
-      const std::string text = token_text(id);
-      std::vector<int> bytes;
-      for (unsigned char ch : text) bytes.push_back(ch);
-      return json{{"token", text}, {"logprob", finite_logprob(lp)}, {"bytes", bytes}};
-    };
-    json content = json::array();
-    for (const TokenLogprobs& t : logprobs) {
-      json e = entry(t.id, t.logprob);
-      e["top_logprobs"] = json::array();
-      for (const auto& [id, lp] : t.top) e["top_logprobs"].push_back(entry(id, lp));
-      content.push_back(std::move(e));
-    }
-    return {{"content", content}, {"refusal", nullptr}};
-  }
-  json tokens = json::array(), token_logprobs = json::array(), top = json::array(), offsets = json::array();
-  for (const TokenLogprobs& t : logprobs) {
-    const std::string text = token_text(t.id);
-    tokens.push_back(text);
-    token_logprobs.push_back(finite_logprob(t.logprob));
-    json alternatives = json::object();
-    for (const auto& [id, lp] : t.top) alternatives[token_text(id)] = finite_logprob(lp);
-    top.push_back(std::move(alternatives));
-    offsets.push_back(text_offset);
-    text_offset += text.size();
-  }
-  return {{"tokens", tokens}, {"token_logprobs", token_logprobs}, {"top_logprobs", top}, {"text_offset", offsets}};
-}
-
-json GenerationRun::response() const {
-  json choices = json::array();
-  for (size_t i = 0; i < choices_.size(); ++i) {
-    const Choice& c = choices_[i];
-    const size_t prompt_idx = i / static_cast<size_t>(job_.options.n);
-    const std::string echo = job_.echo_texts.empty() ? std::string() : job_.echo_texts[prompt_idx];
-    const json logprobs = job_.options.logprobs >= 0 ? logprobs_json(c.logprobs, echo.size()) : json(nullptr);
-    if (job_.chat) {
-      choices.push_back({{"index", i},
-                         {"message", {{"role", "assistant"}, {"content", c.text}}},
-                         {"logprobs", logprobs},
-                         {"finish_reason", c.finish_reason}});
-    } else {
-      choices.push_back({{"index", i},
-                         {"text", echo + c.text},
-                         {"logprobs", logprobs},
-                         {"finish_reason", c.finish_reason},
-                         {"stop_reason", nullptr}});
-    }
-  }
-  return {{"id", job_.id},
-          {"object", job_.chat ? "chat.completion" : "text_completion"},
-          {"created", job_.created},
-          {"model", job_.model},
-          {"choices", choices},
-          {"usage", usage()}};
-}
-
-json GenerationRun::chunk_json(size_t choice_idx, const SampleDelta& delta, bool first) {
-  Choice& c = choices_[choice_idx];
-  const size_t prompt_idx = choice_idx / static_cast<size_t>(job_.options.n);
-  json choice = {{"index", choice_idx}};
-  const json finish = delta.finished() ? json(c.finish_reason) : json(nullptr);
-  const size_t offset = c.text.size() - delta.text.size();
-  const json logprobs = job_.options.logprobs >= 0 && !delta.logprobs.empty() ? logprobs_json(delta.logprobs, offset)
-                                                                              : json(nullptr);
-  if (job_.chat) {
-    json d = json::object();
-    if (first) d["role"] = "assistant";
-    if (!delta.text.empty() || first) d["content"] = delta.text;
-    choice["delta"] = d;
-  } else {
-    const std::string echo = first && !job_.echo_texts.empty() ? job_.echo_texts[prompt_idx] : std::string();
-    choice["text"] = echo + delta.text;
-  }
-  choice["logprobs"] = logprobs;
-  choice["finish_reason"] = finish;
-  return {{"id", job_.id},
-          {"object", job_.chat ? "chat.completion.chunk" : "text_completion"},
-          {"created", job_.created},
-          {"model", job_.model},
-          {"choices", json::array({choice})}};
-}
-
-std::string GenerationRun::take_events(bool& done) {
-  std::string out;
-  SseWriter writer([&out](std::string_view bytes) {
-    out += bytes;
-    return true;
-  });
-  while (!done_sent_) {
-    const std::optional<Event> e = pop();
-    if (!e) break;
-    const size_t idx = apply(*e);
-    Choice& c = choices_[idx];
-    const bool has_content = !e->delta.text.empty() || !e->delta.logprobs.empty() || e->delta.finished();
-    if (!has_content && c.started) continue;
-    const bool first = !c.started;
-    c.started = true;
-    writer.send(chunk_json(idx, e->delta, first));
-    // A sample that failed: the reason as an error event (OpenAI's error object), before [DONE].
-    if (e->delta.finish_reason == FinishReason::kError) {
-      writer.send(error_json(ApiError(500, "generation failed (choice " + std::to_string(idx) + "): " + c.error, "",
-                                      "internal_error")));
-    }
-  }
-  if (finished() && !done_sent_) {
-    if (job_.include_usage) {
-      writer.send(json{{"id", job_.id},
-                       {"object", job_.chat ? "chat.completion.chunk" : "text_completion"},
-                       {"created", job_.created},
-                       {"model", job_.model},
-                       {"choices", json::array()},
-                       {"usage", usage()}});
-    }
-    writer.send_done();
-    done_sent_ = true;
-  }
-  done = done_sent_;
-  return out;
 }
 
 }  // namespace tide::server

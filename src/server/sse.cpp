@@ -1,6 +1,7 @@
 #include "server/sse.h"
 
 #include "server/api_error.h"
+#include "chat/json_exact.h"
 
 namespace tide::server {
 
@@ -14,6 +15,14 @@ std::string sse_event(std::string_view payload) {
 }
 
 std::string sse_json_event(const nlohmann::json& chunk) { return sse_event(std::string_view(dump_json(chunk))); }
+
+std::string sse_typed_event(std::string_view type, const nlohmann::ordered_json& event) {
+  std::string out = "event: ";
+  out += type;
+  out += "\n";
+  out += sse_event(dump_json_exact(event));
+  return out;
+}
 
 std::string sse_done() { return sse_event(std::string_view("[DONE]")); }
 

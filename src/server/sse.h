@@ -15,6 +15,8 @@ namespace tide::server {
 std::string sse_event(std::string_view payload);
 // "data: <compact json>\n\n" (invalid UTF-8 replaced).
 std::string sse_json_event(const nlohmann::json& chunk);
+// "event: <type>\ndata: <compact json>\n\n" (Cohere's typed stream events).
+std::string sse_typed_event(std::string_view type, const nlohmann::ordered_json& event);
 // "data: [DONE]\n\n".
 std::string sse_done();
 

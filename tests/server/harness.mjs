@@ -12,9 +12,13 @@ export const modelDir = path.join(repoRoot, 'tests', 'fixtures', 'cohere2-tiny')
 export const golden = JSON.parse(fs.readFileSync(path.join(modelDir, 'golden.json'), 'utf8'));
 export const binary = process.env.TIDE_BINARY || path.join(repoRoot, 'build', 'apps', 'tide', 'tide');
 
-export async function startServer(extraArgs = []) {
-  const args = ['serve', modelDir, '--host', '127.0.0.1', '--port', '0', '--device', 'cpu', ...extraArgs];
-  const proc = spawn(binary, args, { stdio: ['ignore', 'ignore', 'pipe'] });
+// `options.model`: another model folder; `options.program`: another program and the arguments before `serve`
+// (the scripted test double: [TIDE_SCRIPTED_BINARY, '--script', file]).
+export async function startServer(extraArgs = [], options = {}) {
+  const model = options.model || modelDir;
+  const [program, ...before] = options.program || [binary];
+  const args = [...before, 'serve', model, '--host', '127.0.0.1', '--port', '0', '--device', 'cpu', ...extraArgs];
+  const proc = spawn(program, args, { stdio: ['ignore', 'ignore', 'pipe'] });
   let log = '';
   const port = await new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`tide serve did not start:\n${log}`)), 30000);
@@ -38,7 +42,7 @@ export async function startServer(extraArgs = []) {
   }
   const server = {
     base,
-    model: modelDir,
+    model,
     proc,
     log: () => log,
     client: (options = {}) => new OpenAI({ baseURL: `${base}/v1`, apiKey: 'unused', maxRetries: 0, ...options }),

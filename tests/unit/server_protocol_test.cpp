@@ -2,6 +2,7 @@
 // requests each refused with a 400 naming the parameter.
 #include <gtest/gtest.h>
 
+#include "chat/json_exact.h"
 #include "server/api_error.h"
 #include "server/openai_protocol.h"
 
@@ -76,9 +77,10 @@ TEST(ServerProtocol, ChatMessagesAndLogprobs) {
   const auto r = chat(R"({"messages": [{"role": "system", "content": "s"},
     {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}],
     "max_completion_tokens": 5, "logprobs": true, "top_logprobs": 3, "chat_template_kwargs": {"x": 1},
-    "add_generation_prompt": false, "tools": [{"type": "function"}]})");
+    "add_generation_prompt": false, "tools": [{"type": "function", "function": {"name": "f"}}]})");
   ASSERT_EQ(r.messages.size(), 2u);
-  EXPECT_EQ(r.messages[1]["content"], "a\nb");
+  // Content parts reach the template as sent (the template joins or prints them).
+  EXPECT_EQ(r.messages[1]["content"].dump(), R"([{"type":"text","text":"a"},{"type":"text","text":"b"}])");
   EXPECT_EQ(r.max_tokens, 5);
   EXPECT_EQ(r.options.logprobs, 3);
   EXPECT_EQ(r.chat_template_kwargs["x"], 1);
@@ -86,6 +88,31 @@ TEST(ServerProtocol, ChatMessagesAndLogprobs) {
   EXPECT_TRUE(r.tools.is_array());
   EXPECT_TRUE(r.documents.is_null());
   EXPECT_EQ(chat(R"({"messages": [{"role": "user", "content": "x"}]})").options.logprobs, -1);
+  EXPECT_EQ(r.tool_choice, "auto");  // tools given, no choice: the model decides
+}
+
+TEST(ServerProtocol, ChatMessagesReachTheTemplateAsSent) {
+  const auto r = chat(R"({"messages": [{"role": "user", "content": "q"},
+    {"role": "assistant", "tool_calls": [{"id": "c1", "type": "function",
+      "function": {"name": "f", "arguments": "{\"n\": 123456789012345678901234567890, \"s\": \"x\"}"}},
+      {"id": "c2", "type": "function", "function": {"name": "g", "arguments": "not json"}}]},
+    {"role": "tool", "tool_call_id": "c1", "content": [{"any": "result"}, 5]}],
+    "tool_choice": "none", "chat_template": "rag", "thinking_budget": 7, "include_reasoning": false,
+    "chat_template_kwargs": {"enable_citations": true}})");
+  // No content key stays absent (a template's `is defined` must see it so).
+  EXPECT_FALSE(r.messages[1].contains("content"));
+  // JSON arguments become the object the templates print with tojson, big integers exact; others stay strings.
+  const auto& args = r.messages[1]["tool_calls"][0]["function"]["arguments"];
+  ASSERT_TRUE(args.is_object());
+  EXPECT_EQ(dump_json_exact(args), R"({"n":123456789012345678901234567890,"s":"x"})");
+  EXPECT_EQ(r.messages[1]["tool_calls"][1]["function"]["arguments"], "not json");
+  EXPECT_EQ(r.messages[2]["content"].dump(), R"([{"any":"result"},5])");
+  EXPECT_EQ(r.tool_choice, "none");
+  EXPECT_EQ(r.chat_template, "rag");
+  EXPECT_EQ(r.thinking_budget, 7);
+  EXPECT_FALSE(r.include_reasoning);
+  EXPECT_TRUE(r.citations);
+  EXPECT_EQ(chat(R"({"messages": [{"role": "user", "content": "x"}]})").tool_choice, "none");  // no tools
 }
 
 struct BadCase {
@@ -171,6 +198,17 @@ const BadCase kBadCases[] = {
      "top_logprobs"},
     {"chat", R"({"messages": [{"role": "user", "content": "x"}], "logprobs": 1})", "logprobs"},
     {"chat", R"({"messages": [{"role": "user", "content": "x"}], "tools": {}})", "tools"},
+    {"chat", R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]})", "tools"},
+    {"chat", R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"function": {"name": 3}}]})", "tools"},
+    {"chat", R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": "required"})", "tool_choice"},
+    {"chat", R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": {"type": "function"}})", "tool_choice"},
+    {"chat", R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": "sometimes"})", "tool_choice"},
+    {"chat", R"({"messages": [{"role": "user", "content": "x"}], "parallel_tool_calls": false})", "parallel_tool_calls"},
+    {"chat", R"({"messages": [{"role": "user", "content": "x"}], "thinking_budget": -1})", "thinking_budget"},
+    {"chat", R"({"messages": [{"role": "user", "content": "x"}], "chat_template": 5})", "chat_template"},
+    {"chat", R"({"messages": [{"role": "assistant", "tool_calls": {}}]})", "messages"},
+    {"chat", R"({"messages": [{"role": "assistant", "tool_calls": [5]}]})", "messages"},
+    {"chat", R"({"messages": [{"role": "assistant", "content": [{"type": "image_url"}]}]})", "messages"},
     {"chat", R"({"messages": [{"role": "user", "content": "x"}], "chat_template_kwargs": []})", "chat_template_kwargs"},
     {"chat", R"({"messages": [{"role": "user", "content": "x"}], "max_completion_tokens": -5})", "max_completion_tokens"},
 };
