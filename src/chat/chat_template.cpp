@@ -1,8 +1,8 @@
 // ChatTemplate: a checkpoint's chat_template rendered with transformers' variables (see chat_template.h).
 #include "chat/chat_template.h"
 
-#include <algorithm>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include <fmt/ranges.h>
@@ -134,12 +134,13 @@ std::string ChatTemplate::render(const ChatTemplateInputs& inputs) const {
 
 ChatTemplates::ChatTemplates(std::vector<std::pair<std::string, std::string>> sources, nlohmann::json special_tokens)
     : special_tokens_(std::move(special_tokens)) {
-  std::sort(sources.begin(), sources.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-  for (auto& [name, source] : sources) {
+  std::map<std::string, std::string> by_name;  // sorted; a repeated name keeps its last source
+  for (auto& [name, source] : sources) by_name[name] = std::move(source);
+  for (auto& [name, source] : by_name) {
     try {
       templates_.emplace_back(name, ChatTemplate(std::move(source), special_tokens_));
     } catch (const Error& error) {
-      if (sources.size() == 1) throw;
+      if (by_name.size() == 1) throw;
       fail("chat template '{}': {}", name, error.what());
     }
   }

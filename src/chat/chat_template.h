@@ -72,7 +72,8 @@ class ChatTemplates {
   // tokens still load, for compile()). Throws tide::Error on an unreadable or invalid file or template.
   static ChatTemplates from_model_dir(const std::filesystem::path& dir,
                                       const std::optional<std::filesystem::path>& override_file = {});
-  // A set of the given (name, source) templates compiled with `special_tokens`, as from_model_dir builds one.
+  // A set of the given (name, source) templates compiled with `special_tokens`, as from_model_dir builds one
+  // (a repeated name: the last source).
   ChatTemplates(std::vector<std::pair<std::string, std::string>> sources, nlohmann::json special_tokens);
 
   bool empty() const { return templates_.empty(); }

@@ -156,6 +156,14 @@ TEST_F(ChatTemplateDir, NamedListSelection) {
   EXPECT_EQ(templates.render(inputs, std::string("default")), "D<B>");
 }
 
+TEST_F(ChatTemplateDir, RepeatedNameTakesTheLastTemplate) {
+  write("tokenizer_config.json", R"({"chat_template": [{"name": "default", "template": "first"},
+      {"name": "rag", "template": "R"}, {"name": "default", "template": "second"}]})");
+  const ChatTemplates templates = ChatTemplates::from_model_dir(dir_);
+  EXPECT_EQ(templates.names(), (std::vector<std::string>{"default", "rag"}));
+  EXPECT_EQ(templates.select({}, false, false).render({}), "second");
+}
+
 TEST_F(ChatTemplateDir, UnknownNameListsTheAvailableOnes) {
   write("tokenizer_config.json",
         R"({"chat_template": [{"name": "default", "template": "D"}, {"name": "tool_use", "template": "T"}]})");
