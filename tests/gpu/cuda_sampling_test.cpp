@@ -8,6 +8,7 @@
 #include <random>
 
 #include "gpu_test_util.h"
+#include "runtime/sampling.h"
 
 namespace tide {
 namespace {
@@ -154,6 +155,37 @@ TEST(CudaSampling, MinusInfinityLogitsMatchCpu) {
     Tensor ids = cpu.alloc(DType::kI32, Shape{num_rows});
     cpu.sample(ids, l, b.view());
     for (int64_t r = 24; r < 32; ++r) EXPECT_EQ(ids.as<int32_t>()[r], 0) << "row " << r;
+  }
+}
+
+// The thinking budget's forced token (runtime/sampling.h: kForcedTokenBias in the row's list): on every
+// parameter mix, with penalties and the list's other biases, both backends pick it.
+TEST(CudaSampling, ForcedTokenIsPickedOnEveryMix) {
+  TIDE_REQUIRE_GPU();
+  for (const int64_t vocab : {int64_t{1001}, int64_t{256000}}) {
+    const int64_t num_rows = 24;
+    const Batch given = random_batch(num_rows, vocab, 7);
+    Batch b = given;
+    b.history.clear();
+    b.starts.assign(1, 0);
+    std::vector<int32_t> forced(static_cast<size_t>(num_rows));
+    for (int64_t r = 0; r < num_rows; ++r) {
+      // The row's list, its first entry raised to the forced bias (or a new entry), a token far from the top.
+      std::vector<HistoryToken> list(given.history.begin() + given.starts[r], given.history.begin() + given.starts[r + 1]);
+      const int32_t id = list.empty() ? static_cast<int32_t>((r * 7919) % vocab) : list[0].id;
+      if (list.empty()) list.push_back(HistoryToken{id, 0, 0, 0.0f});
+      list[0].bias = kForcedTokenBias;
+      b.logits[static_cast<size_t>(r * vocab + id)] = -20.0f;
+      forced[static_cast<size_t>(r)] = id;
+      b.history.insert(b.history.end(), list.begin(), list.end());
+      b.starts.push_back(static_cast<int32_t>(b.history.size()));
+    }
+    compare(b, num_rows, vocab);
+    CpuBackend cpu;
+    Tensor l = cpu.upload(b.logits.data(), DType::kF32, Shape{num_rows, vocab});
+    Tensor ids = cpu.alloc(DType::kI32, Shape{num_rows});
+    cpu.sample(ids, l, b.view());
+    for (int64_t r = 0; r < num_rows; ++r) EXPECT_EQ(ids.as<int32_t>()[r], forced[static_cast<size_t>(r)]) << "row " << r;
   }
 }
 
