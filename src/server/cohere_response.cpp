@@ -98,10 +98,12 @@ void CohereStream::add(const ChatOutput::Delta& d, bool tools_requested, bool in
   }
 }
 
-void CohereStream::end(const std::string& finish_reason, const json& usage, std::vector<json>& events) {
+void CohereStream::end(const std::string& finish_reason, const json& usage, const std::string& error,
+                       std::vector<json>& events) {
   switch_to(Block::kNone, events);
   json e = event("message-end");
   e["delta"] = {{"finish_reason", finish_reason}, {"usage", usage}};
+  if (!error.empty()) e["delta"]["error"] = error;
   events.push_back(std::move(e));
 }
 

@@ -28,8 +28,8 @@ class CohereStream {
   // The events of what a delta added.
   void add(const ChatOutput::Delta& delta, bool tools_requested, bool include_reasoning,
            std::vector<nlohmann::ordered_json>& events);
-  // Closes the open block and ends the message.
-  void end(const std::string& finish_reason, const nlohmann::ordered_json& usage,
+  // Closes the open block and ends the message (with the error of a sample that failed, when not empty).
+  void end(const std::string& finish_reason, const nlohmann::ordered_json& usage, const std::string& error,
            std::vector<nlohmann::ordered_json>& events);
 
  private:

@@ -257,7 +257,7 @@ void GenerationRun::cohere_events(const SampleDelta& delta, std::vector<nlohmann
     const json u = usage();
     const bool calls = !c.output->tool_calls().empty();
     cohere_stream_.end(cohere_finish_reason(c.reason, c.stopped_by_string, calls),
-                       cohere_usage(u["prompt_tokens"], u["completion_tokens"]), events);
+                       cohere_usage(u["prompt_tokens"], u["completion_tokens"]), c.error, events);
   }
 }
 
@@ -281,7 +281,9 @@ std::string GenerationRun::take_events(bool& done) {
       for (const auto& event : events) out += sse_typed_event(event["type"].get<std::string>(), event);
       continue;
     }
-    const bool has_content = !e->delta.text.empty() || !e->delta.logprobs.empty() || e->delta.finished();
+    // A chat delta whose text the parser holds back (a marker, an action block) has nothing to send yet.
+    const bool has_text = c.output ? !c.parsed.empty() : !e->delta.text.empty();
+    const bool has_content = has_text || !e->delta.logprobs.empty() || e->delta.finished();
     if (!has_content && c.started) continue;
     const bool first = !c.started;
     c.started = true;

@@ -163,7 +163,7 @@ TEST(CohereResponse, StreamEventsOpenAndCloseBlocks) {
     stream.add(out.add(piece, false), /*tools_requested=*/false, /*include_reasoning=*/true, events);
   }
   stream.add(out.add("", true), false, true, events);
-  stream.end("COMPLETE", cohere_usage(1, 2), events);
+  stream.end("COMPLETE", cohere_usage(1, 2), "", events);
   std::vector<std::string> types;
   for (const json& e : events) types.push_back(e["type"].get<std::string>() + (e.contains("index") ? std::to_string(e["index"].get<int>()) : ""));
   const std::vector<std::string> want = {"content-start0", "content-delta0", "content-delta0", "content-end0",
@@ -173,6 +173,10 @@ TEST(CohereResponse, StreamEventsOpenAndCloseBlocks) {
   EXPECT_EQ(events[0]["delta"]["message"]["content"]["type"], "thinking");
   EXPECT_EQ(events[4]["delta"]["message"]["content"]["type"], "text");
   EXPECT_EQ(events.back()["delta"]["finish_reason"], "COMPLETE");
+  EXPECT_FALSE(events.back()["delta"].contains("error"));
+  std::vector<json> failed;
+  CohereStream().end("ERROR", cohere_usage(1, 0), "out of memory", failed);
+  EXPECT_EQ(failed.back()["delta"]["error"], "out of memory");
   // With tools the reasoning is the tool plan, outside any content block; a call is start, delta, end.
   ChatOutput tools(parsing(/*tools=*/true, /*citations=*/false));
   CohereStream tool_stream;
