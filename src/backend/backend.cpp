@@ -49,6 +49,20 @@ void check_sampling_batch(const SamplingBatch& batch, int64_t num_rows, int64_t 
       fail("sample: history_starts must not decrease (row {})", r);
     }
   }
+  if (!batch.mask_index.empty() || !batch.masks.empty()) {
+    if (static_cast<int64_t>(batch.mask_index.size()) != num_rows) {
+      fail("sample: mask_index must hold {} entries, got {}", num_rows, batch.mask_index.size());
+    }
+    const int64_t words = mask_words(vocab);
+    if (batch.masks.size() % static_cast<size_t>(words) != 0) {
+      fail("sample: masks must hold whole masks of {} words, got {} words", words, batch.masks.size());
+    }
+    const int64_t num_masks = static_cast<int64_t>(batch.masks.size()) / words;
+    for (int64_t r = 0; r < num_rows; ++r) {
+      const int32_t m = batch.mask_index[static_cast<size_t>(r)];
+      if (m < -1 || m >= num_masks) fail("sample: mask_index[{}] = {} is not -1 or one of {} masks", r, m, num_masks);
+    }
+  }
   for (int64_t r = 0; r < num_rows; ++r) {
     std::span<const HistoryToken> history;
     if (!batch.history_starts.empty()) {

@@ -102,11 +102,19 @@ void for_each_block_part_copy(const KvStorage& device, const Tensor& host, std::
 // What the sample op needs besides the logits, in host memory: per-row parameters and RNG state, and the
 // tokens the bias and the penalties touch, compact (CSR): row r's distinct tokens are
 // history[history_starts[r] .. history_starts[r + 1]), each with its prompt and output counts and its bias.
+// Rows may also be constrained to a set of allowed tokens (structured outputs): row r with mask_index[r] = m >= 0
+// may only draw the ids whose bit is set in masks[m], a bitmask of ceil(V / 32) words (bit id % 32 of word
+// id / 32); mask_index[r] = -1 leaves the row free.
 struct SamplingBatch {
   std::span<const SamplingRow> rows;        // [R]
   std::span<const int32_t> history_starts;  // [R + 1], or empty when no row has a history
   std::span<const HistoryToken> history;    // [N], ids distinct within a row and < V
+  std::span<const int32_t> mask_index;      // [R], or empty when no row is constrained
+  std::span<const uint32_t> masks;          // [M * ceil(V / 32)]
 };
+
+// Words of one allowed-token mask over `vocab` tokens.
+inline int64_t mask_words(int64_t vocab) { return (vocab + 31) / 32; }
 
 // Throws tide::Error naming the field when `batch` does not describe `num_rows` rows over `vocab` tokens or
 // a parameter is out of range (both backends check the same way).
@@ -281,6 +289,7 @@ class Backend {
   // Picks one token per row of `logits` and writes its id to out_ids[r]; never copies the logits to the host.
   // out_ids: [R] i32, logits: [R, V] f32 (overwritten with the biased, penalized logits). Per row, in this
   // order (sampling_math.h holds the arithmetic both backends share, so they compute the same bits):
+  //   -1. a constrained row's tokens outside its mask: l = -inf (before the bias, so no bias revives them);
   //   0. bias on the listed tokens: l = l + bias (one rounded add; OpenAI logit_bias, -inf bans a token);
   //   1. penalties on the listed tokens: repetition (l / r if l > 0 else l * r, for tokens in prompt or
   //      output: prompt_count + output_count > 0), then l -= frequency * output_count + presence (tokens in

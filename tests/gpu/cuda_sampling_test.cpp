@@ -18,7 +18,9 @@ struct Batch {
   std::vector<SamplingRow> rows;
   std::vector<int32_t> starts;
   std::vector<HistoryToken> history;
-  SamplingBatch view() const { return SamplingBatch{rows, starts, history}; }
+  std::vector<int32_t> mask_index;  // empty: no masks
+  std::vector<uint32_t> masks;
+  SamplingBatch view() const { return SamplingBatch{rows, starts, history, mask_index, masks}; }
 };
 
 // Row r gets parameter mix r % 8; logits are N(0, 3^2), half the rows rounded to bf16 (many ties).
@@ -186,6 +188,31 @@ TEST(CudaSampling, ForcedTokenIsPickedOnEveryMix) {
     Tensor ids = cpu.alloc(DType::kI32, Shape{num_rows});
     cpu.sample(ids, l, b.view());
     for (int64_t r = 0; r < num_rows; ++r) EXPECT_EQ(ids.as<int32_t>()[r], forced[static_cast<size_t>(r)]) << "row " << r;
+  }
+}
+
+// Allowed-token masks (structured outputs): random masks of every density, shared by some rows, others free,
+// on every parameter mix with the biases and penalties of random_batch.
+TEST(CudaSampling, MaskedRowsMatchCpu) {
+  TIDE_REQUIRE_GPU();
+  for (const int64_t vocab : {int64_t{1001}, int64_t{256000}}) {
+    const int64_t num_rows = 48;
+    Batch b = random_batch(num_rows, vocab, 8);
+    std::mt19937 rng(9);
+    const int64_t words = mask_words(vocab);
+    const int num_masks = 5;
+    for (int m = 0; m < num_masks; ++m) {
+      // Densities from one token in a thousand to nearly all.
+      const uint32_t keep_in_1024 = m == 0 ? 1 : m == 1 ? 16 : m == 2 ? 256 : m == 3 ? 900 : 1023;
+      for (int64_t w = 0; w < words; ++w) {
+        uint32_t bits = 0;
+        for (int j = 0; j < 32; ++j) bits |= (rng() % 1024 < keep_in_1024 ? 1u : 0u) << j;
+        b.masks.push_back(bits);
+      }
+      b.masks[static_cast<size_t>(m * words)] |= 1u;  // at least one allowed token
+    }
+    for (int64_t r = 0; r < num_rows; ++r) b.mask_index.push_back(r % 7 == 6 ? -1 : static_cast<int32_t>(r % num_masks));
+    compare(b, num_rows, vocab);
   }
 }
 

@@ -95,6 +95,14 @@ void CpuBackend::sample(Tensor out_ids, Tensor logits, const SamplingBatch& batc
                                       static_cast<size_t>(batch.history_starts[static_cast<size_t>(r + 1)] - begin));
     }
     const std::span<float> row(logits.as<float>() + r * vocab, static_cast<size_t>(vocab));
+    // -1. The row's mask: tokens it does not allow are impossible, whatever the bias.
+    const int32_t m = batch.mask_index.empty() ? -1 : batch.mask_index[static_cast<size_t>(r)];
+    if (m >= 0) {
+      const uint32_t* mask = batch.masks.data() + static_cast<size_t>(m) * static_cast<size_t>(mask_words(vocab));
+      for (int64_t i = 0; i < vocab; ++i) {
+        if (((mask[i / 32] >> (i % 32)) & 1u) == 0) row[static_cast<size_t>(i)] = -INFINITY;
+      }
+    }
     out_ids.as<int32_t>()[r] = sample_row(row, batch.rows[static_cast<size_t>(r)], history);
   }
 }

@@ -407,11 +407,14 @@ void CudaBackend::sample(Tensor out_ids, Tensor logits, const SamplingBatch& bat
   check_sampling_batch(batch, num_rows, vocab);
   if (num_rows == 0) return;
 
-  // Staging layout: rows, then history_starts, then history, each 16-byte aligned.
+  // Staging layout: rows, history_starts, history, mask_index, masks, each 16-byte aligned.
   auto align = [](size_t n) { return (n + 15) / 16 * 16; };
   const size_t rows_bytes = align(batch.rows.size_bytes());
   const size_t starts_bytes = align(batch.history_starts.size_bytes());
-  const size_t bytes = rows_bytes + starts_bytes + batch.history.size_bytes();
+  const size_t history_bytes = align(batch.history.size_bytes());
+  const size_t index_bytes = align(batch.mask_index.size_bytes());
+  const size_t masks_at = rows_bytes + starts_bytes + history_bytes + index_bytes;
+  const size_t bytes = masks_at + batch.masks.size_bytes();
   TIDE_CUDA_CHECK(cudaEventSynchronize(sample_staged_));  // the previous copy has left the staging
   if (bytes > sample_capacity_) {
     TIDE_CUDA_CHECK(cudaStreamSynchronize(stream_));  // no queued kernel still reads the old device buffer
@@ -429,6 +432,11 @@ void CudaBackend::sample(Tensor out_ids, Tensor logits, const SamplingBatch& bat
       std::memcpy(staging + rows_bytes + starts_bytes, batch.history.data(), batch.history.size_bytes());
     }
   }
+  if (!batch.mask_index.empty()) {
+    std::memcpy(staging + rows_bytes + starts_bytes + history_bytes, batch.mask_index.data(),
+                batch.mask_index.size_bytes());
+    if (!batch.masks.empty()) std::memcpy(staging + masks_at, batch.masks.data(), batch.masks.size_bytes());
+  }
   TIDE_CUDA_CHECK(cudaMemcpyAsync(sample_device_, sample_staging_, bytes, cudaMemcpyHostToDevice, stream_));
   TIDE_CUDA_CHECK(cudaEventRecord(sample_staged_, stream_));
 
@@ -439,6 +447,10 @@ void CudaBackend::sample(Tensor out_ids, Tensor logits, const SamplingBatch& bat
   p.rows = reinterpret_cast<const SamplingRow*>(device);
   p.history_starts = batch.history_starts.empty() ? nullptr : reinterpret_cast<const int32_t*>(device + rows_bytes);
   p.history = reinterpret_cast<const HistoryToken*>(device + rows_bytes + starts_bytes);
+  p.mask_index = batch.mask_index.empty()
+                     ? nullptr
+                     : reinterpret_cast<const int32_t*>(device + rows_bytes + starts_bytes + history_bytes);
+  p.masks = reinterpret_cast<const uint32_t*>(device + masks_at);
   p.num_rows = num_rows;
   p.vocab = vocab;
   cuda::launch_sample(p, stream_);

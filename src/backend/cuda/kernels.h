@@ -188,6 +188,8 @@ struct SampleParams {
   const SamplingRow* rows;        // [R]
   const int32_t* history_starts;  // [R + 1], or null: no history
   const HistoryToken* history;    // [N]
+  const int32_t* mask_index;      // [R], or null: no row constrained
+  const uint32_t* masks;          // [M, ceil(V / 32)]
   int64_t num_rows, vocab;
 };
 void launch_sample(const SampleParams& p, cudaStream_t stream);

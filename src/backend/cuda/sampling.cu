@@ -144,6 +144,23 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const __grid_constant_
   float* row = p.logits + r * vocab;
   const SamplingRow s = p.rows[r];
 
+  // -1. The row's allowed-token mask: a word per thread at a time, the disallowed logits set to -inf. The
+  // threads that write a token here are not those that bias it below: a barrier between.
+  const int32_t m = p.mask_index != nullptr ? p.mask_index[r] : -1;
+  if (m >= 0) {
+    const int64_t words = (vocab + 31) / 32;
+    const uint32_t* mask = p.masks + m * words;
+    for (int64_t w = threadIdx.x; w < words; w += kThreads) {
+      const uint32_t bits = mask[w];
+      if (bits == 0xFFFFFFFFu) continue;
+      const int64_t end = min(vocab, (w + 1) * 32);
+      for (int64_t i = w * 32; i < end; ++i) {
+        if (((bits >> (i - w * 32)) & 1u) == 0) row[i] = -INFINITY;
+      }
+    }
+    __syncthreads();
+  }
+
   // 0, 1. Bias, then penalties: ids are distinct within a row, so each thread owns the tokens it updates.
   if (p.history_starts != nullptr) {
     for (int32_t h = p.history_starts[r] + static_cast<int32_t>(threadIdx.x); h < p.history_starts[r + 1]; h += kThreads) {
