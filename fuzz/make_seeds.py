@@ -202,6 +202,75 @@ def seeds_chat_messages():
     write(t, "system_only", compact({"messages": [{"role": "system", "content": "s"}], "add_generation_prompt": False}))
 
 
+# --- Cohere generations (byte 0: format and options, byte 1 and on: the split, then the text) ---
+LEGACY, TOOLS, REASONING, CITATIONS, IN_THINKING = 1, 2, 4, 8, 16
+HELD_64, HELD_5 = 4 << 5, 7 << 5  # max_held_bytes 64 and 5 (fuzz/cohere_output.cpp's kMaxHeld)
+ALL = TOOLS | REASONING | CITATIONS
+
+
+def cohere_input(mode, text, pieces=(), by_character=False):
+    assert len(pieces) < 32 and all(0 <= n < 256 for n in pieces)
+    data = text if isinstance(text, bytes) else text.encode()
+    return bytes([mode, len(pieces) | (0x20 if by_character else 0)] + list(pieces)) + data
+
+
+def seeds_cohere_output():
+    t = "cohere_output"
+    clear(t)
+    action = compact([{"tool_call_id": "0", "tool_name": "search",
+                       "parameters": {"query": "tide \u00e9t\u00e9", "n": 2 ** 70, "neg": -(2 ** 65), "f": 1.5}},
+                      {"tool_call_id": 1, "tool_name": "lookup"}])
+    cases = {
+        "think_then_action": (ALL, "<|START_THINKING|>I will search.<|END_THINKING|><|START_ACTION|>" + action +
+                              "<|END_ACTION|>", (5, 17, 3), False),
+        "response_citations": (ALL, "<|START_RESPONSE|>The sky is <co: 0:[0]>blue</co: 0:[0]> and <co>grass is "
+                               "green \U0001F600</co: 1:[0,1],2:[3]>.<|END_RESPONSE|><|END_OF_TURN_TOKEN|>",
+                               (2, 30, 1), True),
+        "reasoning_citations": (ALL | IN_THINKING, "I read <co: 0:[1]>the doc \u00e9</co: 0:[1]> well."
+                                "<|END_THINKING|><|START_RESPONSE|>Answer <co: 0 : [ 2 , 3 ] , 1:[0]>x</co>"
+                                "<|END_RESPONSE|>", (), True),
+        "citations_off": (TOOLS | REASONING, "<|START_RESPONSE|>a <co: 0:[0]>b</co: 0:[0]> c<|END_RESPONSE|>",
+                          (4, 4), False),
+        "unclosed_citation": (ALL, "text <co: 0:[0]>never closed <co>twice</co: 1:[2]> end </co: 9:[]>", (9,), False),
+        "bad_tags": (ALL, "<co: >x</co: 0:[a]> <co:0:[1]y</co: 0:[1]> <cox> </co: 0:[1234567890123456]> <", (), True),
+        "tools_off": (REASONING | CITATIONS, "<|START_ACTION|>" + action + "<|END_ACTION|>after", (16,), False),
+        "malformed_actions": (ALL, "<|START_ACTION|>[{\"tool_name\": \"\"}]<|END_ACTION|>mid<|START_ACTION|>[]"
+                              "<|END_ACTION|><|START_ACTION|>[{\"tool_name\": \"x\", \"parameters\": [1]}]"
+                              "<|END_ACTION|>", (20, 20), False),
+        "marker_in_action_string": (ALL, "<|START_ACTION|>[{\"tool_name\": \"s\", \"parameters\": {\"t\": "
+                                    "\"<|END_ACTION|> \\\" ```\"}}]<|END_ACTION|>", (), True),
+        "truncated_action": (ALL, "<|START_RESPONSE|>ok<|END_RESPONSE|><|START_ACTION|>[{\"tool_name\": \"a\", "
+                             "\"parameters\": {\"x\": 1}}", (7,), False),
+        "unclosed_action": (ALL, "<|START_ACTION|>[{\"tool_call_id\": \"7\", \"tool_name\": \"a\", "
+                            "\"parameters\": {\"big\": 1e300, \"s\": \"\\ud83d\\ude00\"}}]  ", (), True),
+        "float_overflow": (ALL, "<|START_ACTION|>[{\"tool_name\": \"a\", \"parameters\": {\"x\": 1e400}}]"
+                           "<|END_ACTION|>", (), False),
+        "duplicate_parameters": (ALL, "<|START_ACTION|>[{\"tool_name\": \"a\", \"parameters\": {\"x\": 1}, "
+                                 "\"param\\u0065ters\": {\"y\": [2, {}]}}]<|END_ACTION|>", (), False),
+        "legacy_plan_action": (LEGACY | ALL, "Plan: I will search for it.\nAction: ```json\n" + action +
+                               "\n```\nGrounded answer: <co: 0:[0]>x</co: 0:[0]>", (3, 1, 8), False),
+        "legacy_action_only": (LEGACY | TOOLS, "  \nAction:\n  ```json\n[{\"tool_name\": \"a\"}]\n```", (), True),
+        "legacy_invalid_action": (LEGACY | ALL, "Plan: hmm\nAction: ```json\n[not json]\n```\nAction: ```json\n"
+                                  "[{\"tool_name\": \"b\", \"parameters\": null}]\n```\nthe end", (12,), False),
+        "legacy_thinking": (LEGACY | ALL | IN_THINKING, "Plan: inside thinking\nAction: ```json\n[]\n```"
+                            "<|END_THINKING|>Action: ```json\n[{\"tool_name\": \"c\"}]\n```", (), False),
+        "held_64": (ALL | HELD_64, "<|START_ACTION|>[{\"tool_name\": \"long\", \"parameters\": {\"text\": \"" +
+                    "\u00e9" * 40 + "\"}}]<|END_ACTION|><co: 0:[0]>" + "\u20ac" * 40 + "</co: 0:[0]>",
+                    (10, 10, 10), False),
+        "held_64_legacy": (LEGACY | ALL | HELD_64, "Plan: " + "plan " * 20 + "\nAction: ```json\n[{\"tool_name\": "
+                           "\"x\"}]\n```", (), True),
+        "held_5": (ALL | HELD_5, "<co: 0:[0]>abcdef</co: 0:[0]><|START_ACTION|>[{\"tool_name\": \"x\"}]"
+                   "<|END_ACTION|>", (1, 2, 3), False),
+        "stray_markers": (ALL, "<|END_ACTION|>a<|END_THINKING|>b<|END_RESPONSE|>c<|FOO|>d<EOS_TOKEN><|START_", (),
+                          True),
+        "reasoning_off": (TOOLS | CITATIONS, "<|START_THINKING|>secret <co: 0:[0]>x</co: 0:[0]><|END_THINKING|>"
+                          "shown", (6,), False),
+        "invalid_utf8": (ALL, b"a\xff<|START_RESPONSE|>\xc3(<co: 0:[0]>\xe2\x82</co: 0:[0]>", (), True),
+    }
+    for name, (mode, text, pieces, by_character) in cases.items():
+        write(t, name, cohere_input(mode, text, pieces, by_character))
+
+
 # --- request bodies ---
 def seeds_request():
     t = "request"
@@ -232,6 +301,69 @@ def seeds_request():
         "bad_types": {"prompt": {"a": 1}, "max_tokens": -1, "temperature": "hot", "n": 0},
         "bad_numbers": {"prompt": "x", "max_tokens": 1e300, "top_p": 1.5, "seed": -1, "logit_bias": {"x": 1}},
     }
+    big = 2 ** 90  # beyond 64 bits: the parsers keep its digits (json_exact), the templates print them
+    tool = {"type": "function", "function": {"name": "search", "description": "Searches.", "parameters": {
+        "type": "object", "properties": {"query": {"type": "string"}, "n": {"type": "integer", "maximum": big}},
+        "required": ["query"]}}}
+    call = {"id": "call_1", "type": "function",
+            "function": {"name": "search", "arguments": compact({"query": "tide", "n": big, "m": -(2 ** 70)})}}
+    bodies.update({
+        # OpenAI chat with tools and the server's chat extensions.
+        "chat_tool_calls": {"messages": [{"role": "user", "content": "find"},
+                                         {"role": "assistant", "content": None, "tool_calls": [call]},
+                                         {"role": "tool", "tool_call_id": "call_1",
+                                          "content": [{"type": "text", "text": "{\"title\": \"r\"}"}]}],
+                            "tools": [tool], "tool_choice": "auto", "chat_template": "rag",
+                            "thinking_budget": 64, "include_reasoning": False,
+                            "chat_template_kwargs": {"enable_citations": True, "reasoning": True}},
+        "chat_grounded": {"messages": [{"role": "user", "content": "Q"}], "tools": [tool],
+                          "documents": [{"id": "d", "text": "fact"}], "thinking_budget": 0,
+                          "chat_template_kwargs": {"enable_citations": True, "n": big}},
+        "chat_tool_choice_none": {"messages": [{"role": "user", "content": "x"}], "tools": [tool],
+                                  "tool_choice": "none", "chat_template": "{{ messages[0].content }}",
+                                  "documents": [{"title": "t", "text": "d"}, "plain"],
+                                  "chat_template_kwargs": {"enable_citations": False}},
+        "chat_tool_choice_named": {"messages": [{"role": "user", "content": "x"}], "tools": [tool],
+                                   "tool_choice": {"type": "function", "function": {"name": "search"}}},
+        "chat_bad_arguments": {"messages": [{"role": "assistant", "tool_calls": [
+            {"id": "c", "type": "function", "function": {"name": "f", "arguments": "[1, 2"}},
+            {"id": "d", "type": "function", "function": {"name": "g", "arguments": {"already": "object"}}}]}],
+            "tool_choice": "required", "thinking_budget": -1, "chat_template": 5},
+        # Cohere's /v2/chat.
+        "cohere_basic": {"model": "command-a", "messages": [
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": [{"type": "text", "text": "Hi"}, {"type": "text", "text": "there"}]}],
+            "temperature": 0.5, "p": 0.9, "k": 10, "seed": 7, "max_tokens": 32, "stop_sequences": ["END"],
+            "frequency_penalty": 0.1, "presence_penalty": 0.2, "stream": True},
+        "cohere_tools_documents": {"messages": [
+            {"role": "user", "content": "Search."},
+            {"role": "assistant", "tool_plan": "I will search.", "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "call_1", "content": [
+                {"type": "document", "document": {"id": "r0", "data": {"title": "t", "snippet": "s", "n": big}}},
+                {"type": "text", "text": "plain result"}]},
+            {"role": "assistant", "content": [{"type": "text", "text": "Found it."}]}],
+            "tools": [tool], "documents": ["a string document", {"id": "d1", "data": {"title": "T", "text": "x"}},
+                                           {"data": "string data"}],
+            "citation_options": {"mode": "ACCURATE"}, "safety_mode": "CONTEXTUAL",
+            "thinking": {"type": "enabled", "token_budget": 100}, "response_format": {"type": "text"}},
+        # Alternating turns, which the tiny model's template renders (it refuses tool turns).
+        "cohere_grounded": {"messages": [
+            {"role": "system", "content": [{"type": "text", "text": "Cite."}]},
+            {"role": "user", "content": "Q1"}, {"role": "assistant", "content": [{"type": "text", "text": "A1"}]},
+            {"role": "user", "content": [{"type": "text", "text": "Q2"}]}],
+            "documents": [{"id": "d0", "data": {"text": "fact", "n": big}}, "second"],
+            "citation_options": {"mode": "FAST"}, "safety_mode": "OFF", "thinking": {"type": "enabled"},
+            "tools": [tool], "stop_sequences": ["<co"]},
+        "cohere_options_off": {"messages": [{"role": "user", "content": "x"}], "tools": [tool],
+                               "tool_choice": "NONE", "citation_options": {"mode": "OFF"}, "safety_mode": "STRICT",
+                               "thinking": {"type": "disabled"}, "strict_tools": False, "logprobs": False},
+        "cohere_refused": {"messages": [{"role": "user", "content": "x"}], "tool_choice": "REQUIRED",
+                           "strict_tools": True, "response_format": {"type": "json_object"}, "logprobs": True},
+        "cohere_bad_fields": {"messages": [{"role": "chatbot", "content": "x"}, {"role": "tool", "content": []}],
+                              "documents": [{"id": 7, "data": {}}, {"text": "no data"}],
+                              "citation_options": {"mode": "SLOW"}, "safety_mode": "NONE",
+                              "thinking": {"type": "maybe", "token_budget": big}, "k": 501, "p": 0},
+    })
     for name, body in bodies.items():
         write(t, name, compact(body))
     write(t, "not_json", "{\"prompt\": \"x\",")
@@ -265,5 +397,5 @@ def seeds_sse():
 
 if __name__ == "__main__":
     for f in [seeds_safetensors, seeds_config, seeds_tokenizer, seeds_tokenizer_text, seeds_chat_template,
-              seeds_chat_messages, seeds_request, seeds_sse]:
+              seeds_chat_messages, seeds_cohere_output, seeds_request, seeds_sse]:
         f()

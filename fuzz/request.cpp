@@ -1,12 +1,14 @@
-// Fuzzes the OpenAI request parsers (server/openai_protocol.h) with request bodies: the input is a body, read by
-// parse_body and then by every endpoint's parser. A request that parses goes on as the server takes it: its
-// sampling parameters are validated, completion prompts and the chat's rendered template are tokenized with a
-// real tokenizer (tests/fixtures/cohere2-tiny), and its stop strings run over the tokens. Refusals are ApiError
-// (or tide::Error from the template and tokenizer); anything else is a finding.
+// Fuzzes the request parsers (server/openai_protocol.h, and Cohere's /v2/chat in server/cohere_protocol.h) with
+// request bodies: the input is a body, read by parse_body and then by every endpoint's parser. A request that
+// parses goes on as the server takes it: its sampling parameters are validated, completion prompts and the chat's
+// rendered template (OpenAI's and Cohere's chat alike) are tokenized with a real tokenizer
+// (tests/fixtures/cohere2-tiny), and its stop strings run over the tokens. Refusals are ApiError 4xx (or
+// tide::Error and nlohmann's exceptions from the template and tokenizer); anything else is a finding.
 #include "chat/chat_template.h"
 #include "fuzz/tiny_model.h"
 #include "fuzz/tokenizer_checks.h"
 #include "server/api_error.h"
+#include "server/cohere_protocol.h"
 #include "server/openai_protocol.h"
 
 namespace {
@@ -33,11 +35,12 @@ void check_options(const tide::GenerateOptions& options, const std::vector<int32
   tide::fuzz::check_text_stream(tide::fuzz::tiny_model().tokenizer, ids, stops);
 }
 
+// The chat's prompt as the server renders it: tool_choice "none" offers the template no tools.
 std::vector<int32_t> render_chat(const ChatRequest& request) {
   tide::ChatTemplateInputs inputs;
   inputs.messages = request.messages;
   inputs.add_generation_prompt = request.add_generation_prompt;
-  inputs.tools = request.tools;
+  if (request.tool_choice != "none") inputs.tools = request.tools;
   inputs.documents = request.documents;
   inputs.extra = request.chat_template_kwargs;
   return tide::fuzz::tiny_model().tokenizer.encode(tide::fuzz::tiny_model().chat_template.render(inputs), /*add_special_tokens=*/false);
@@ -65,6 +68,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   });
   refusable([&] {
     const ChatRequest request = parse_chat_request(body);
+    std::vector<int32_t> ids;
+    tide::fuzz::accepted([&] { ids = render_chat(request); });
+    check_options(request.options, ids);
+  });
+  // Cohere's /v2/chat: the same ChatRequest, rendered the same way (its messages, documents and template
+  // variables such as enable_citations, reasoning and safety_mode reach the template).
+  refusable([&] {
+    const ChatRequest request = parse_cohere_chat_request(body);
+    FUZZ_CHECK(request.messages.is_array() && !request.messages.empty());
+    FUZZ_CHECK(request.tool_choice == "none" || request.tool_choice == "auto");
+    // The template is asked for citations exactly when they are parsed, and each document has its cited form.
+    const auto& kwargs = request.chat_template_kwargs;
+    FUZZ_CHECK(kwargs.contains("enable_citations") && kwargs["enable_citations"] == request.citations);
+    FUZZ_CHECK(request.documents.size() == request.citation_documents.size());
     std::vector<int32_t> ids;
     tide::fuzz::accepted([&] { ids = render_chat(request); });
     check_options(request.options, ids);
