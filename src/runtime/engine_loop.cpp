@@ -47,7 +47,9 @@ struct Engine::Inbox {
 // The loop thread's state: the scheduler and the output processor. Only the loop thread touches it.
 class Engine::Loop {
  public:
-  explicit Loop(Engine& engine) : engine_(engine), outputs_(engine.tokenizer_) { reset_scheduler(); }
+  explicit Loop(Engine& engine) : engine_(engine), outputs_(engine.tokenizer_, engine.config().vocab_size) {
+    reset_scheduler();
+  }
 
   void run() {
     engine_.executor_.backend().bind_thread();
@@ -192,7 +194,9 @@ class Engine::Loop {
         const SamplingBatch sampling = outputs_.sampling_batch(step, *scheduler_, top_logprobs);
         refused = refused_rows(step, sampling);
         if (!refused.empty()) throw RefusedRows{};
-        LaunchedStep launched = engine_.executor_.launch(step, sampling, top_logprobs);
+        // Constrained rows' masks are computed while the device runs the forward pass.
+        LaunchedStep launched =
+            engine_.executor_.launch(step, sampling, top_logprobs, [&] { outputs_.fill_masks(step); });
         const Clock::time_point overlapping = Clock::now();
         flush_previous(out);
         const Clock::time_point delivering = Clock::now();

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/constraint.h"
 #include "runtime/sampling.h"
 #include "sched/request.h"
 
@@ -56,6 +57,9 @@ struct GenerateOptions {
   int n = 1;
   // The thinking budget: none when unset.
   std::optional<SpanBudget> thinking_budget;
+  // Structured outputs: each token is drawn among those the constraint allows (a mask in the sample op), and a
+  // stop id only where the output may end. Null: unconstrained.
+  std::shared_ptr<const TokenConstraintSpec> constraint;
   // Names the request in the engine's log (the server passes its response id); empty: the engine's number.
   std::string request_id;
 };

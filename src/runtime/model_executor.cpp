@@ -30,10 +30,12 @@ void ModelExecutor::copy_blocks(std::span<const BlockCopy> copies) {
   if (!copies.empty()) backend_->copy_blocks(kv_.front(), host_kv_, copies);
 }
 
-LaunchedStep ModelExecutor::launch(const ScheduledStep& step, const SamplingBatch& sampling, int top_logprobs) {
+LaunchedStep ModelExecutor::launch(const ScheduledStep& step, const SamplingBatch& sampling, int top_logprobs,
+                                   const std::function<void()>& before_sample) {
   TIDE_CHECK(!step.empty());
   LaunchedStep out;
   const Tensor logits = model_.forward(step.batch, kv_);
+  if (before_sample) before_sample();
   const auto num_sampled = static_cast<int64_t>(step.sample_ids.size());
   const auto vocab = static_cast<size_t>(model_.config().vocab_size);
   // Prompt rows first: the sample op penalizes its rows in place, but only the rows to sample.

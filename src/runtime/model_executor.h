@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
@@ -59,7 +60,10 @@ class ModelExecutor {
   // execute() in two halves: launch() queues the step on the device and returns (the prompt rows' logits, when
   // asked for, are copied back at once); collect() waits for the sampled ids. The host may do other work in
   // between, while the device computes. Launch throws as execute does; collect only on a device fault.
-  LaunchedStep launch(const ScheduledStep& step, const SamplingBatch& sampling, int top_logprobs);
+  // `before_sample` runs once the forward pass is queued and before the sample op reads `sampling`: it may
+  // finish writing what `sampling`'s views show (the allowed-token masks) while the device computes.
+  LaunchedStep launch(const ScheduledStep& step, const SamplingBatch& sampling, int top_logprobs,
+                      const std::function<void()>& before_sample = {});
   StepOutputs collect(LaunchedStep launched);
 
  private:

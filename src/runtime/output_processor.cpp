@@ -29,6 +29,7 @@ void OutputProcessor::add(RequestId id, std::shared_ptr<Live> live, int index, u
                 TextStream(tokenizer_, o.stop, o.include_stop_str_in_output, o.skip_special_tokens)};
   if (o.sampling.has_penalties()) sample.history.add_prompt(prompt);
   for (const auto& [token, bias] : o.sampling.logit_bias) sample.history.set_bias(token, bias);
+  if (o.constraint) sample.constraint = o.constraint->start();
   if (const auto& budget = o.thinking_budget) {
     // A prompt whose last span marker opens the span (the template opened it) starts inside it.
     for (auto it = prompt.rbegin(); it != prompt.rend(); ++it) {
@@ -59,6 +60,8 @@ SamplingBatch OutputProcessor::sampling_batch(const ScheduledStep& step, const S
   rows_.clear();
   tokens_.clear();
   token_starts_.assign(1, 0);
+  mask_index_.clear();
+  int32_t num_masks = 0;
   bool any_tokens = false;
   top_logprobs = -1;
   for (RequestId id : step.sample_ids) {
@@ -78,10 +81,25 @@ SamplingBatch OutputProcessor::sampling_batch(const ScheduledStep& step, const S
     any_tokens = any_tokens || list;
     token_starts_.push_back(static_cast<int32_t>(tokens_.size()));
     top_logprobs = std::max(top_logprobs, o.logprobs);
+    mask_index_.push_back(s.constraint ? num_masks++ : -1);
   }
   SamplingBatch batch{rows_, {}, tokens_};
   if (any_tokens) batch.history_starts = token_starts_;
+  if (num_masks > 0) {
+    masks_.resize(static_cast<size_t>(num_masks * mask_words(vocab_)));
+    batch.mask_index = mask_index_;
+    batch.masks = masks_;
+  }
   return batch;
+}
+
+void OutputProcessor::fill_masks(const ScheduledStep& step) {
+  const auto words = static_cast<size_t>(mask_words(vocab_));
+  for (size_t row = 0; row < step.sample_ids.size() && row < mask_index_.size(); ++row) {
+    const int32_t m = mask_index_[row];
+    if (m < 0) continue;
+    samples_.at(step.sample_ids[row]).constraint->fill_mask(std::span(masks_).subspan(static_cast<size_t>(m) * words, words));
+  }
 }
 
 namespace {
@@ -97,7 +115,7 @@ const Request* find_request(RequestId id, const Scheduler& scheduler, const std:
 
 }  // namespace
 
-void OutputProcessor::record(const ScheduledStep& step, const Scheduler& scheduler,
+void OutputProcessor::record(const ScheduledStep& step, Scheduler& scheduler,
                              const std::vector<std::unique_ptr<Request>>& done) {
   for (RequestId id : step.sample_ids) {
     const auto it = samples_.find(id);
@@ -109,6 +127,14 @@ void OutputProcessor::record(const ScheduledStep& step, const Scheduler& schedul
     for (; s.recorded < r->num_output_tokens(); ++s.recorded) {
       const int32_t token = ids[static_cast<size_t>(s.recorded)];
       if (o.sampling.has_penalties()) s.history.add_output(token);
+      // A stop id ends the output (the mask allowed it only where the output may end).
+      const bool stop = std::find(r->params.stop_ids.begin(), r->params.stop_ids.end(), token) != r->params.stop_ids.end();
+      if (s.constraint && !stop && !s.constraint->accept(token)) {
+        // Only a token the mask did not come from (min_tokens banning the only allowed stop) gets here.
+        scheduler.finish(id, FinishReason::kError,
+                         fmt::format("token {} does not continue the output's constraint (structured outputs)", token));
+        s.constraint.reset();
+      }
       if (const auto& budget = o.thinking_budget) {
         if (token == budget->close_id) {
           s.span_tokens = -1;

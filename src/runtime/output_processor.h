@@ -44,7 +44,8 @@ class OutputProcessor {
     std::string label;  // names the request in the log
   };
 
-  explicit OutputProcessor(const Tokenizer& tokenizer) : tokenizer_(tokenizer) {}
+  // `vocab`: the model's vocabulary (the logits' width), which masks cover.
+  OutputProcessor(const Tokenizer& tokenizer, int64_t vocab) : tokenizer_(tokenizer), vocab_(vocab) {}
 
   // Starts following sample `index` of `live`, scheduler request `id`, on `prompt`, drawing from `seed`.
   void add(RequestId id, std::shared_ptr<Live> live, int index, uint64_t seed, std::span<const int32_t> prompt);
@@ -54,11 +55,15 @@ class OutputProcessor {
   size_t size() const { return samples_.size(); }
 
   // The sample op's inputs for `step`'s rows to sample (views of buffers kept until the next call), and the
-  // most top logprobs any of them asked for (-1: none).
+  // most top logprobs any of them asked for (-1: none). Constrained rows get their mask's place; its bits are
+  // written by fill_masks(), which may run while the device computes the step's forward pass.
   SamplingBatch sampling_batch(const ScheduledStep& step, const Scheduler& scheduler, int& top_logprobs);
-  // Right after Scheduler::update(step): the new ids go into the penalties' history, so that the next step's
-  // sampling inputs see them. `done`: requests the update finished (the scheduler no longer finds them).
-  void record(const ScheduledStep& step, const Scheduler& scheduler, const std::vector<std::unique_ptr<Request>>& done);
+  // The allowed-token masks of the last sampling_batch()'s constrained rows (the batch's views see them).
+  void fill_masks(const ScheduledStep& step);
+  // Right after Scheduler::update(step): the new ids go into the penalties' history and the constraints' states,
+  // so that the next step's sampling inputs see them; a constrained sample whose token its constraint refuses
+  // ends with an error. `done`: requests the update finished (the scheduler no longer finds them).
+  void record(const ScheduledStep& step, Scheduler& scheduler, const std::vector<std::unique_ptr<Request>>& done);
   // Then, possibly while the next step runs: the new ids of every sampled row (text, stop strings, logprobs)
   // and the prompt rows' logits into `out`. A stop string finishes its request in `scheduler` (in the step
   // in flight, if it is in one: that step's id for it is dropped). Samples that ended meanwhile are skipped.
@@ -82,6 +87,7 @@ class OutputProcessor {
     int64_t recorded = 0;  // output ids already in the history
     // Tokens inside the thinking budget's span so far; -1 while outside it.
     int64_t span_tokens = -1;
+    std::unique_ptr<TokenConstraint> constraint;  // structured outputs; null: unconstrained
   };
   SampleDelta& delta(RequestId id, const Sample& s, Outbox& out) { return out.of(id, s.live->handle, s.index); }
 
@@ -92,6 +98,9 @@ class OutputProcessor {
   std::vector<SamplingRow> rows_;
   std::vector<int32_t> token_starts_;
   std::vector<HistoryToken> tokens_;
+  std::vector<int32_t> mask_index_;  // per row: -1, or its mask in masks_
+  std::vector<uint32_t> masks_;
+  int64_t vocab_ = 0;
 };
 
 }  // namespace tide
