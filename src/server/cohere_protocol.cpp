@@ -116,11 +116,6 @@ void cohere_documents(const json& body, ChatRequest& r) {
 }
 
 void refuse_unsupported(const json& body) {
-  if (const json* rf = field(body, "response_format")) {
-    if (!rf->is_object() || upper(rf->value("type", std::string())) != "TEXT") {
-      bad_request("response_format", "only response_format {\"type\": \"text\"} is supported");
-    }
-  }
   if (const json* choice = field(body, "tool_choice")) {
     if (!choice->is_string() || (upper(choice->get<std::string>()) != "NONE")) {
       bad_request("tool_choice", "'tool_choice' REQUIRED needs constrained decoding (structured outputs), which this "
@@ -191,6 +186,9 @@ ChatRequest parse_cohere_chat_request(const json& body) {
   }
   o.stop = stop_strings(body, "stop_sequences");
   r.max_tokens = get_int(body, "max_tokens", 1, std::numeric_limits<int32_t>::max());
+  r.structured = parse_cohere_response_format(body);
+  // Cohere's templates also tell the model about a JSON response (json_object / json_schema variables).
+  if (const json* rf = field(body, "response_format"); r.structured && rf != nullptr) kwargs["response_format"] = *rf;
   return r;
 }
 

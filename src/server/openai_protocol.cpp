@@ -67,11 +67,7 @@ void parse_common(const json& body, GenerationRequest& r) {
   if (const auto user = field(body, "user"); user != nullptr && !user->is_string()) {
     bad_request("user", "'user' must be a string");
   }
-  if (const json* rf = field(body, "response_format")) {
-    if (!rf->is_object() || rf->value("type", json()) != "text") {
-      bad_request("response_format", "only response_format {\"type\": \"text\"} is supported");
-    }
-  }
+  r.structured = parse_structured_output(body);
 }
 
 void check_max_tokens(GenerationRequest& r) {

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/generation.h"
+#include "server/structured_output.h"
 
 namespace tide::server {
 
@@ -30,6 +31,7 @@ struct GenerationRequest {
   bool stream = false;
   bool include_usage = false;         // stream_options.include_usage
   bool return_tokens_as_token_ids = false;  // vLLM: logprobs tokens spelled "token_id:<id>"
+  std::optional<StructuredOutput> structured;  // response_format / structured_outputs / guided_*
 };
 
 struct CompletionRequest : GenerationRequest {

@@ -156,6 +156,9 @@ GenerationJob OpenAiService::new_job(const Request& request, ApiShape shape) con
   job.include_usage = request.include_usage;
   job.return_tokens_as_token_ids = request.return_tokens_as_token_ids;
   job.arrival = Clock::now();
+  if (request.structured) {
+    bad_request(request.structured->field, "structured outputs are not available in this build yet");
+  }
   return job;
 }
 

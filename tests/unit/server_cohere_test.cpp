@@ -77,7 +77,7 @@ TEST(CohereProtocol, RefusalsNameTheField) {
       {R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": "REQUIRED"})", "tool_choice"},
       {R"({"messages": [{"role": "user", "content": "x"}], "strict_tools": true})", "strict_tools"},
       {R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true})", "logprobs"},
-      {R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_object"}})", "response_format"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "yaml"}})", "response_format"},
       {R"({"messages": [{"role": "user", "content": "x"}], "safety_mode": "LAX"})", "safety_mode"},
       {R"({"messages": [{"role": "user", "content": "x"}], "thinking": {"token_budget": -1}})", "token_budget"},
       {R"({"messages": [{"role": "user", "content": "x"}], "p": 0})", "p"},
@@ -94,6 +94,17 @@ TEST(CohereProtocol, RefusalsNameTheField) {
       EXPECT_EQ(e.param(), param) << e.what();
     }
   }
+}
+
+TEST(CohereProtocol, JsonResponseFormat) {
+  const ChatRequest r = cohere(R"({"messages": [{"role": "user", "content": "x"}],
+    "response_format": {"type": "json_object", "json_schema": {"type": "object", "required": ["a"]}}})");
+  ASSERT_TRUE(r.structured);
+  EXPECT_EQ(r.structured->kind, StructuredOutput::Kind::kJsonSchema);
+  EXPECT_EQ(r.structured->schema.dump(), R"({"type":"object","required":["a"]})");
+  // The template is told too (Command A's templates describe the JSON mode to the model).
+  EXPECT_EQ(r.chat_template_kwargs["response_format"]["type"], "json_object");
+  EXPECT_FALSE(cohere(R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "TEXT"}})").structured);
 }
 
 TEST(CohereProtocol, FinishReasons) {

@@ -184,7 +184,14 @@ const BadCase kBadCases[] = {
     {"completions", R"({"prompt": "x", "best_of": 3})", "best_of"},
     {"completions", R"({"prompt": "x", "suffix": "s"})", "suffix"},
     {"completions", R"({"prompt": "x", "echo": "no"})", "echo"},
-    {"completions", R"({"prompt": "x", "response_format": {"type": "json_object"}})", "response_format"},
+    {"completions", R"({"prompt": "x", "response_format": {"type": "xml"}})", "response_format"},
+    {"completions", R"({"prompt": "x", "response_format": {"type": "json_schema"}})", "response_format"},
+    {"completions", R"({"prompt": "x", "response_format": {"type": "json_schema", "json_schema": {"schema": 5}}})", "response_format"},
+    {"completions", R"({"prompt": "x", "structured_outputs": {"regex": ""}})", "structured_outputs"},
+    {"completions", R"({"prompt": "x", "structured_outputs": {"regex": "a", "choice": ["b"]}})", "structured_outputs"},
+    {"completions", R"({"prompt": "x", "guided_choice": []})", "guided_choice"},
+    {"completions", R"({"prompt": "x", "guided_json": "{not json"})", "guided_json"},
+    {"completions", R"({"prompt": "x", "guided_regex": "a", "response_format": {"type": "json_object"}})", "guided_regex"},
     {"chat", R"({})", "messages"},
     {"chat", R"({"messages": []})", "messages"},
     {"chat", R"({"messages": "hi"})", "messages"},
@@ -212,6 +219,27 @@ const BadCase kBadCases[] = {
     {"chat", R"({"messages": [{"role": "user", "content": "x"}], "chat_template_kwargs": []})", "chat_template_kwargs"},
     {"chat", R"({"messages": [{"role": "user", "content": "x"}], "max_completion_tokens": -5})", "max_completion_tokens"},
 };
+
+TEST(ServerProtocol, StructuredOutputFields) {
+  using Kind = StructuredOutput::Kind;
+  auto structured = [](const char* body) { return completion(body).structured; };
+  EXPECT_FALSE(structured(R"({"prompt": "x", "response_format": {"type": "text"}})"));
+  EXPECT_EQ(structured(R"({"prompt": "x", "response_format": {"type": "json_object"}})")->kind, Kind::kJsonObject);
+  const auto schema = structured(R"({"prompt": "x", "response_format": {"type": "json_schema",
+      "json_schema": {"name": "n", "strict": true, "schema": {"type": "object", "properties": {"a": {"type": "integer"}}}}}})");
+  ASSERT_TRUE(schema);
+  EXPECT_EQ(schema->kind, Kind::kJsonSchema);
+  EXPECT_EQ(schema->schema.dump(), R"({"type":"object","properties":{"a":{"type":"integer"}}})");
+  EXPECT_EQ(structured(R"({"prompt": "x", "structured_outputs": {"json": "{\"type\": \"string\"}"}})")->schema.dump(),
+            R"({"type":"string"})");
+  EXPECT_EQ(structured(R"({"prompt": "x", "structured_outputs": {"regex": "[0-9]+"}})")->text, "[0-9]+");
+  EXPECT_EQ(structured(R"({"prompt": "x", "guided_choice": ["yes", "no"]})")->choices, (std::vector<std::string>{"yes", "no"}));
+  const auto grammar = structured(R"({"prompt": "x", "guided_grammar": "root ::= \"a\""})");
+  EXPECT_EQ(grammar->kind, Kind::kGrammar);
+  EXPECT_EQ(grammar->field, "guided_grammar");
+  EXPECT_EQ(chat(R"({"messages": [{"role": "user", "content": "x"}], "structured_outputs": {"json_object": true}})")
+                .structured->kind, Kind::kJsonObject);
+}
 
 TEST(ServerProtocol, BadRequestsAre400NamingTheParameter) {
   ASSERT_GE(std::size(kBadCases), 30u);
