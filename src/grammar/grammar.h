@@ -5,8 +5,11 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "core/error.h"
@@ -78,6 +81,11 @@ class Grammar {
 
   // Number of elements over every alternative of every rule.
   size_t element_count() const;
+
+ private:
+  size_t elements_added_ = 0;  // through add_alternative, to refuse hostile sizes before memory runs out
+  std::unordered_set<std::string> names_;                  // names given by add_rule
+  std::unordered_map<std::string, size_t> next_suffix_;    // per taken stem: the last suffix tried
 };
 
 // Parses llama.cpp's GBNF: `name ::= alternatives` rules, `|`, `( )`, `*`, `+`, `?`, `{m}`, `{m,}`, `{m,n}`,
