@@ -117,13 +117,9 @@ void cohere_documents(const json& body, ChatRequest& r) {
 
 void refuse_unsupported(const json& body) {
   if (const json* choice = field(body, "tool_choice")) {
-    if (!choice->is_string() || (upper(choice->get<std::string>()) != "NONE")) {
-      bad_request("tool_choice", "'tool_choice' REQUIRED needs constrained decoding (structured outputs), which this "
-                                 "server does not have yet; leave it out or use NONE");
+    if (!choice->is_string() || (upper(choice->get<std::string>()) != "NONE" && upper(choice->get<std::string>()) != "REQUIRED")) {
+      bad_request("tool_choice", "'tool_choice' must be REQUIRED or NONE");
     }
-  }
-  if (get_bool(body, "strict_tools") == true) {
-    bad_request("strict_tools", "'strict_tools' needs constrained decoding, which this server does not have yet");
   }
   if (get_bool(body, "logprobs") == true) bad_request("logprobs", "'logprobs' is not supported on /v2/chat");
 }
@@ -139,7 +135,11 @@ ChatRequest parse_cohere_chat_request(const json& body) {
   r.messages = cohere_messages(body);
   r.tools = parse_tools(body);
   const json* choice = field(body, "tool_choice");
-  r.tool_choice = r.tools.is_null() || choice != nullptr ? "none" : "auto";  // refuse_unsupported: only NONE
+  r.tool_choice = r.tools.is_null() ? "none" : choice == nullptr ? "auto" : upper(choice->get<std::string>()) == "NONE" ? "none" : "required";
+  if (choice != nullptr && r.tool_choice == "none" && upper(choice->get<std::string>()) == "REQUIRED") {
+    bad_request("tool_choice", "'tool_choice' REQUIRED needs 'tools'");
+  }
+  r.strict_tools = get_bool(body, "strict_tools").value_or(false);
   cohere_documents(body, r);
 
   json& kwargs = r.chat_template_kwargs;

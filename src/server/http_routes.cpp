@@ -143,7 +143,7 @@ HttpReply ApiRoutes::route(const HttpRequest& request) {
   }
   if (found->path == "/version") return json_reply(200, {{"version", TIDE_VERSION}});
   if (found->path == "/metrics") {
-    if (ready_) refresh_engine_metrics(*engine_, metrics_);
+    if (ready_) service_->refresh_metrics(metrics_);
     HttpReply reply;
     reply.content_type = "text/plain; version=0.0.4; charset=utf-8";
     reply.body = metrics_.render();

@@ -236,27 +236,34 @@ json parse_tools(const json& body) {
 
 namespace {
 
-// tool_choice: "none" and "auto" are what the model decides; forcing a call needs constrained decoding.
-std::string tool_choice(const json& body, const json& tools) {
+// tool_choice: "none", "auto", "required" or {"type": "function", "function": {"name": ...}} naming a tool.
+void parse_tool_choice(const json& body, ChatRequest& r) {
   const json* v = field(body, "tool_choice");
-  if (v == nullptr) return tools.is_null() ? "none" : "auto";
-  if (v->is_string() && (*v == "none" || *v == "auto")) return v->get<std::string>();
-  if ((v->is_string() && *v == "required") || v->is_object()) {
-    bad_request("tool_choice",
-                "'tool_choice' \"required\" or a named function needs constrained decoding (structured outputs), "
-                "which this server does not have yet; use \"auto\" or \"none\"");
+  r.tool_choice = r.tools.is_null() ? "none" : "auto";
+  if (v == nullptr) return;
+  if (v->is_string() && (*v == "none" || *v == "auto" || *v == "required")) {
+    r.tool_choice = v->get<std::string>();
+  } else if (v->is_object() && v->value("type", std::string()) == "function" && v->contains("function") &&
+             (*v)["function"].is_object() && (*v)["function"].contains("name") && (*v)["function"]["name"].is_string()) {
+    r.tool_choice = "function";
+    r.tool_choice_function = (*v)["function"]["name"].get<std::string>();
+  } else {
+    bad_request("tool_choice", "'tool_choice' must be \"none\", \"auto\", \"required\" or {\"type\": \"function\", "
+                               "\"function\": {\"name\": ...}}");
   }
-  bad_request("tool_choice", "'tool_choice' must be \"none\", \"auto\", \"required\" or a named function");
+  if ((r.tool_choice == "required" || r.tool_choice == "function") && r.tools.is_null()) {
+    bad_request("tool_choice", "'tool_choice' \"" + r.tool_choice + "\" needs 'tools'");
+  }
 }
 
 void parse_chat_fields(const json& body, ChatRequest& r) {
   r.messages = chat_messages(body);
   r.add_generation_prompt = get_bool(body, "add_generation_prompt").value_or(true);
   r.tools = parse_tools(body);
-  r.tool_choice = tool_choice(body, r.tools);
-  if (get_bool(body, "parallel_tool_calls") == false) {
-    bad_request("parallel_tool_calls",
-                "'parallel_tool_calls': false needs constrained decoding, which this server does not have yet");
+  parse_tool_choice(body, r);
+  r.parallel_tool_calls = get_bool(body, "parallel_tool_calls").value_or(true);
+  for (const json& tool : r.tools.is_array() ? r.tools : json::array()) {
+    if (tool["function"].value("strict", json(false)) == true) r.strict_tools = true;
   }
   r.documents = optional_array(body, "documents");
   if (const json* kwargs = field(body, "chat_template_kwargs")) {

@@ -49,8 +49,12 @@ struct ChatRequest : GenerationRequest {
   nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();
   int top_logprobs = 0;               // with logprobs: options.logprobs = top_logprobs
   // "auto": the model may call the tools; "none": it may not (the template gets no tools, nothing is parsed as a
-  // call). "required" and a named function need constrained decoding, refused until it exists.
+  // call); "required": it must call one or more; "function": it must call `tool_choice_function`. The last two
+  // constrain the output to Cohere's action format with each tool's parameter schema.
   std::string tool_choice = "auto";
+  std::string tool_choice_function;
+  bool parallel_tool_calls = true;  // false: at most one call (enforced by constraining the output)
+  bool strict_tools = false;        // calls follow their tool's schema under "auto" too (a tool's strict: true)
   // The named template to render with (a model's list of named templates), or a template's Jinja text (only
   // where the server trusts request templates); unset: chosen by the request's tools and documents.
   std::optional<std::string> chat_template;

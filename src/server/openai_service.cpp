@@ -49,6 +49,8 @@ void declare_metrics(MetricsRegistry& m) {
   m.add_counter("tide_generation_tokens_total", "Tokens generated.");
   m.add_counter("tide_num_preemptions_total", "Times a running request gave its blocks back to be recomputed.");
   m.add_counter("tide_request_success_total", "Samples finished, by finish reason.");
+  m.add_counter("tide_grammar_compilations_total", "Output constraints (schemas, regexes, grammars, tool sets) compiled.");
+  m.add_counter("tide_grammar_cache_hits_total", "Constrained requests that found their constraint compiled.");
   m.add_histogram("tide_time_to_first_token_seconds", "From arrival to the first generated token.", kLatencyBuckets);
   m.add_histogram("tide_inter_token_latency_seconds", "Between consecutive token deliveries of a sample.",
                   kLatencyBuckets);
@@ -156,9 +158,6 @@ GenerationJob OpenAiService::new_job(const Request& request, ApiShape shape) con
   job.include_usage = request.include_usage;
   job.return_tokens_as_token_ids = request.return_tokens_as_token_ids;
   job.arrival = Clock::now();
-  if (request.structured) {
-    bad_request(request.structured->field, "structured outputs are not available in this build yet");
-  }
   return job;
 }
 
@@ -179,7 +178,57 @@ GenerationJob OpenAiService::prepare_completion(const CompletionRequest& request
     job.prompts.push_back(std::move(ids));
   }
   fit_max_tokens(job, request, kDefaultCompletionMaxTokens);
+  if (request.structured) set_constraint(job, constraints().structured(*request.structured, ConstraintFrame::kPlain), request.structured->field);
   return job;
+}
+
+void OpenAiService::refresh_metrics(MetricsRegistry& m) const {
+  refresh_engine_metrics(engine_, m);
+  std::lock_guard lock(constraints_mutex_);
+  if (!constraints_) return;
+  const ConstraintCache::Stats s = constraints_->stats();
+  m.set("tide_grammar_compilations_total", static_cast<double>(s.compiled));
+  m.set("tide_grammar_cache_hits_total", static_cast<double>(s.hits));
+}
+
+ConstraintCache& OpenAiService::constraints() const {
+  std::lock_guard lock(constraints_mutex_);
+  if (!constraints_) {
+    try {
+      constraints_ = std::make_unique<ConstraintCache>(engine_.tokenizer(), engine_.stop_token_ids());
+    } catch (const Error& e) {
+      throw ApiError(400, std::string("this model's vocabulary cannot be constrained: ") + e.what());
+    }
+  }
+  return *constraints_;
+}
+
+void OpenAiService::set_constraint(GenerationJob& job, std::shared_ptr<const TokenConstraintSpec> spec,
+                                   const std::string& field) const {
+  // A constrained output ends where its grammar allows an end: without the end-of-sequence token it never would.
+  if (job.options.ignore_eos) bad_request(field, "an output constraint cannot be combined with 'ignore_eos'");
+  job.options.constraint = std::move(spec);
+}
+
+void OpenAiService::set_chat_constraint(GenerationJob& job, const ChatRequest& request) const {
+  const bool tools = !request.tools.is_null() && request.tool_choice != "none";
+  const bool forced = request.tool_choice == "required" || request.tool_choice == "function";
+  const bool cohere = job.chat_output && job.chat_output->format.has_value();
+  if (tools && (forced || request.strict_tools || !request.parallel_tool_calls)) {
+    const char* field = forced ? "tool_choice" : request.parallel_tool_calls ? "tools" : "parallel_tool_calls";
+    if (request.structured) {
+      bad_request(request.structured->field, "a response format and constrained tool calls cannot be combined");
+    }
+    if (!cohere) bad_request(field, "constrained tool calls need a chat template in Cohere's tool-use format");
+    const std::optional<std::string> name =
+        request.tool_choice == "function" ? std::optional<std::string>(request.tool_choice_function) : std::nullopt;
+    set_constraint(job, constraints().tool_calls(request.tools, name, !request.parallel_tool_calls, !forced, field), field);
+    return;
+  }
+  if (request.structured) {
+    const ConstraintFrame frame = cohere ? ConstraintFrame::kCohereResponse : ConstraintFrame::kPlain;
+    set_constraint(job, constraints().structured(*request.structured, frame), request.structured->field);
+  }
 }
 
 OpenAiService::RenderedChat OpenAiService::render_chat(const ChatRequest& request) const {
@@ -265,6 +314,7 @@ GenerationJob OpenAiService::prepare_chat(const ChatRequest& request, ApiShape s
   check_samples(1, job.options.n);
   set_chat_output(job, request, rendered);
   fit_max_tokens(job, request, /*default: the rest of max_model_len*/ 0);
+  set_chat_constraint(job, request);
   return job;
 }
 

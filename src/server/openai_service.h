@@ -20,6 +20,7 @@
 #include "runtime/engine.h"
 #include "server/metrics.h"
 #include "server/openai_protocol.h"
+#include "server/constraints.h"
 #include "server/generation_run.h"
 
 namespace tide::server {
@@ -51,6 +52,8 @@ class OpenAiService {
                 int64_t max_samples_per_request = 0);
 
   Engine& engine() { return engine_; }
+  // refresh_engine_metrics, and the compiled constraints' counters.
+  void refresh_metrics(MetricsRegistry& metrics) const;
   nlohmann::json models() const;
   GenerationJob prepare_completion(const CompletionRequest& request) const;
   // `shape`: kChat (OpenAI) or kCohereChat (/v2/chat).
@@ -75,6 +78,11 @@ class OpenAiService {
   RenderedChat render_chat(const ChatRequest& request) const;
   // How `request`'s samples are parsed (null: not at all), and the options that go with it.
   void set_chat_output(GenerationJob& job, const ChatRequest& request, const RenderedChat& rendered) const;
+  // Constrained decoding: the compiled-grammar cache (made on first use: it reads the whole vocabulary), a
+  // job's constraint, and a chat request's (forced or strict tool calls, or a response format).
+  ConstraintCache& constraints() const;
+  void set_constraint(GenerationJob& job, std::shared_ptr<const TokenConstraintSpec> spec, const std::string& field) const;
+  void set_chat_constraint(GenerationJob& job, const ChatRequest& request) const;
   // Sets job.options.max_tokens from the request (or the default) and checks prompt + max_tokens.
   void fit_max_tokens(GenerationJob& job, const GenerationRequest& request, int64_t default_max_tokens) const;
   // Refuses a request of more than max_samples_per_request_ samples (prompts x n).
@@ -83,6 +91,8 @@ class OpenAiService {
   Engine& engine_;
   ChatTemplates chat_templates_;  // empty: chat requests are refused
   ChatSettings chat_settings_;
+  mutable std::mutex constraints_mutex_;
+  mutable std::unique_ptr<ConstraintCache> constraints_;
   std::string served_model_name_;
   std::string model_root_;
   MetricsRegistry& metrics_;

@@ -161,7 +161,7 @@ test('grounded answers: citations with their documents, tags removed from the te
   assert.match(raw.choices[0].message.content, /<co>blue<\/co: 0:\[0\]>/);
 });
 
-test('the template can be chosen per request; unknown names and forced tool choices are refused', async () => {
+test('the template can be chosen per request; unknown template and tool names are refused', async () => {
   const rag = await post(server.base, '/tokenize', { messages: ask, chat_template: 'rag' });
   assert.equal(rag.status, 200, rag.text);
   const unknown = await post(server.base, '/tokenize', { messages: ask, chat_template: 'nope' });
@@ -170,9 +170,9 @@ test('the template can be chosen per request; unknown names and forced tool choi
   const jinja = await post(server.base, '/tokenize', { messages: ask, chat_template: '{{ messages[0].content }}' });
   assert.equal(jinja.status, 400);
   assert.match(jinja.json.error.message, /--trust-request-chat-template/);
-  for (const toolChoice of ['required', { type: 'function', function: { name: 'get_weather' } }]) {
-    const r = await post(server.base, '/v1/chat/completions', { messages: ask, tools: [weatherTool], tool_choice: toolChoice });
-    assert.equal(r.status, 400);
-    assert.equal(r.json.error.param, 'tool_choice');
-  }
+  const unknownTool = await post(server.base, '/v1/chat/completions', {
+    messages: ask, tools: [weatherTool], tool_choice: { type: 'function', function: { name: 'nope' } },
+  });
+  assert.equal(unknownTool.status, 400);
+  assert.equal(unknownTool.json.error.param, 'tool_choice');
 });

@@ -105,9 +105,10 @@ test('streaming: typed events in order, ending with message-end', async () => {
 
 test('refusals name the field', async () => {
   const cases = [
-    [{ messages: ask, tool_choice: 'REQUIRED', tools: [weatherTool] }, 'tool_choice'],
-    [{ messages: ask, response_format: { type: 'json_object' } }, 'response_format'],
-    [{ messages: ask, strict_tools: true }, 'strict_tools'],
+    [{ messages: ask, tool_choice: 'SOMETIMES', tools: [weatherTool] }, 'tool_choice'],
+    [{ messages: ask, tool_choice: 'REQUIRED' }, 'tool_choice'],
+    [{ messages: ask, response_format: { type: 'xml' } }, 'response_format'],
+    [{ messages: ask, response_format: { type: 'json_object', json_schema: { type: 'object', not: {} } } }, 'response_format'],
     [{ messages: [{ role: 'robot', content: 'x' }] }, 'messages'],
     [{ messages: ask, citation_options: { mode: 'SOMETIMES' } }, 'citation_options'],
     [{ messages: ask, thinking: { type: 'maybe' } }, 'thinking'],

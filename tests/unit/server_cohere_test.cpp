@@ -75,7 +75,7 @@ TEST(CohereProtocol, RefusalsNameTheField) {
       {R"({"messages": [{"role": "user", "content": "x"}], "documents": "d"})", "documents"},
       {R"({"messages": [{"role": "user", "content": "x"}], "documents": [{"id": 5, "data": {}}]})", "documents"},
       {R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": "REQUIRED"})", "tool_choice"},
-      {R"({"messages": [{"role": "user", "content": "x"}], "strict_tools": true})", "strict_tools"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "strict_tools": 1})", "strict_tools"},
       {R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true})", "logprobs"},
       {R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "yaml"}})", "response_format"},
       {R"({"messages": [{"role": "user", "content": "x"}], "safety_mode": "LAX"})", "safety_mode"},

@@ -210,7 +210,7 @@ const BadCase kBadCases[] = {
     {"chat", R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": "required"})", "tool_choice"},
     {"chat", R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": {"type": "function"}})", "tool_choice"},
     {"chat", R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": "sometimes"})", "tool_choice"},
-    {"chat", R"({"messages": [{"role": "user", "content": "x"}], "parallel_tool_calls": false})", "parallel_tool_calls"},
+    {"chat", R"({"messages": [{"role": "user", "content": "x"}], "parallel_tool_calls": "no"})", "parallel_tool_calls"},
     {"chat", R"({"messages": [{"role": "user", "content": "x"}], "thinking_budget": -1})", "thinking_budget"},
     {"chat", R"({"messages": [{"role": "user", "content": "x"}], "chat_template": 5})", "chat_template"},
     {"chat", R"({"messages": [{"role": "assistant", "tool_calls": {}}]})", "messages"},
@@ -239,6 +239,19 @@ TEST(ServerProtocol, StructuredOutputFields) {
   EXPECT_EQ(grammar->field, "guided_grammar");
   EXPECT_EQ(chat(R"({"messages": [{"role": "user", "content": "x"}], "structured_outputs": {"json_object": true}})")
                 .structured->kind, Kind::kJsonObject);
+}
+
+TEST(ServerProtocol, ToolChoices) {
+  const std::string tools = R"("tools": [{"type": "function", "function": {"name": "f", "strict": true}}])";
+  const auto required = chat(R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": "required", )" + tools + "}");
+  EXPECT_EQ(required.tool_choice, "required");
+  EXPECT_TRUE(required.strict_tools);
+  const auto named = chat(R"({"messages": [{"role": "user", "content": "x"}], "parallel_tool_calls": false,
+      "tool_choice": {"type": "function", "function": {"name": "f"}}, )" + tools + "}");
+  EXPECT_EQ(named.tool_choice, "function");
+  EXPECT_EQ(named.tool_choice_function, "f");
+  EXPECT_FALSE(named.parallel_tool_calls);
+  EXPECT_THROW(chat(R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": "required"})"), ApiError);
 }
 
 TEST(ServerProtocol, BadRequestsAre400NamingTheParameter) {
