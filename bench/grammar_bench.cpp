@@ -218,6 +218,7 @@ int main(int argc, char** argv) {
   int requests = 5, max_tokens = 400, cpu = -1;
   uint32_t seed = 1;
   bool sample = false;
+  int slowest = 0;
   app.add_option("--tokenizer", tokenizer_dir, "tokenizer folder (tokenizer.json)")->required();
   app.add_option("--gbnf", gbnf_file, "GBNF grammar file");
   app.add_option("--schema", schema_file, "JSON Schema file (needs the JSON Schema compiler)");
@@ -226,6 +227,7 @@ int main(int argc, char** argv) {
   app.add_option("--max-tokens", max_tokens, "tokens per request when sampling");
   app.add_option("--seed", seed, "seed of documents and sampling");
   app.add_option("--cpu", cpu, "pin to this CPU");
+  app.add_option("--slowest", slowest, "list this many slowest masks (where and why)");
   app.add_flag("--sample", sample, "sample uniformly among allowed tokens instead of walking documents");
   CLI11_PARSE(app, argc, argv);
   try {
@@ -280,19 +282,34 @@ int main(int argc, char** argv) {
     std::vector<double> cold, warm, accept_times;
     std::mt19937 rng(seed);
     size_t total_tokens = 0;
+    struct Slow {
+      double us;
+      int request, step;
+      std::string before;
+      uint64_t classified, checks;
+    };
+    std::vector<Slow> slow;
+    std::string text_so_far;
     for (int r = 0; r < requests; ++r) {
       GrammarMatcher m(compiled, 0);
       std::vector<double>& times = r == 0 ? cold : warm;
       std::vector<int32_t> ids;
+      text_so_far.clear();
       if (!sample) {
         const std::string text = builtin ? sample_document(fields, rng) : fixed_text;
         ids = tokenizer.encode(text, false);
         ids.insert(ids.end(), stops.begin(), stops.end());
       }
       for (int step = 0; sample ? step < max_tokens : step < static_cast<int>(ids.size()); ++step) {
+        const auto before = compiled->stats();
         const auto a = Clock::now();
         m.fill_mask(mask);
         times.push_back(micros(Clock::now() - a));
+        if (slowest > 0) {
+          const auto after = compiled->stats();
+          slow.push_back({times.back(), r, step, text_so_far.substr(text_so_far.size() - std::min<size_t>(40, text_so_far.size())),
+                          after.nodes_classified - before.nodes_classified, after.context_checks - before.context_checks});
+        }
         int32_t id = -1;
         if (sample) {
           std::vector<int32_t> allowed;
@@ -312,6 +329,7 @@ int main(int argc, char** argv) {
         if (!m.accept_token(id)) throw tide::Error(fmt::format("request {}: token {} refused at step {}", r, id, step));
         accept_times.push_back(micros(Clock::now() - b));
         ++total_tokens;
+        if (slowest > 0 && !vocabulary->is_stop(id)) text_so_far += vocabulary->token_bytes(id);
         if (m.is_stopped()) break;
       }
     }
@@ -319,6 +337,11 @@ int main(int argc, char** argv) {
     print("mask, first request (cold)", summarize(cold));
     print("mask, later requests (steady)", summarize(warm));
     print("accept_token", summarize(accept_times));
+    std::sort(slow.begin(), slow.end(), [](const Slow& a, const Slow& b) { return a.us > b.us; });
+    for (size_t k = 0; k < slow.size() && k < static_cast<size_t>(slowest); ++k) {
+      fmt::print("  slow: {:9.1f} us  request {} step {:4}  positions classified {}  context checks {:6}  after {:?}\n",
+                 slow[k].us, slow[k].request, slow[k].step, slow[k].classified, slow[k].checks, slow[k].before);
+    }
     const auto stats = compiled->stats();
     fmt::print("caches: {} positions classified, {} state masks computed, {} served from the cache, "
                "{} context-dependent token checks\n",

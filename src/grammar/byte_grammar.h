@@ -11,6 +11,7 @@
 // pushed, so right recursion (`s ::= x s | ""`) keeps the stack flat.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -54,6 +55,12 @@ class ByteGrammar {
   }
   std::span<const int32_t> pushes(const Expansion& e) const { return {pushes_.data() + e.push_begin, e.push_count}; }
   bool can_return(int32_t node) const { return can_return_[static_cast<size_t>(node)] != 0; }
+  // Whether `byte` can come right after the rule that `node` belongs to completes, in some context (the
+  // static follow set): a token that completes the rule and goes on with another byte needs its context.
+  bool may_follow(int32_t node, uint8_t byte) const {
+    const auto& set = follow_[static_cast<size_t>(node_rule_[static_cast<size_t>(node)])];
+    return (set[byte >> 6] >> (byte & 63)) & 1u;
+  }
   // The node entered at the start: the root rule's first position.
   int32_t start_node() const { return start_node_; }
   // Name of the rule a node belongs to (debugging).
@@ -65,7 +72,9 @@ class ByteGrammar {
     int32_t ret = -1;  // -1: the return node is the rule's end, nothing is pushed
   };
   struct Builder;
-  void compute_expansions(const std::vector<std::vector<Call>>& calls, const std::vector<char>& accept);
+  void compute_expansions(const std::vector<std::vector<Call>>& calls, const std::vector<std::vector<int32_t>>& eps,
+                          const std::vector<char>& accept);
+  void compute_follow(const std::vector<std::vector<Call>>& calls);
 
   std::vector<ByteEdge> edges_;
   std::vector<uint32_t> edge_begin_;
@@ -73,7 +82,8 @@ class ByteGrammar {
   std::vector<uint32_t> expansion_begin_;
   std::vector<int32_t> pushes_;
   std::vector<char> can_return_;
-  std::vector<int32_t> node_rule_;
+  std::vector<int32_t> node_rule_;                   // the rule whose frame a node is in (after inlining)
+  std::vector<std::array<uint64_t, 4>> follow_;     // per rule: bytes that may follow its completion
   std::vector<std::string> rule_names_;
   int32_t start_node_ = -1;
 };

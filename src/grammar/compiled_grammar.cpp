@@ -49,29 +49,36 @@ std::shared_ptr<const CompiledGrammar::NodeTokens> CompiledGrammar::node_tokens(
 }
 
 // Walks the sorted vocabulary from the single stack [node], whose bottom stands for the unknown context: a
-// rule completion below it ("end" in the walk) marks the tokens that go on past it as context-dependent.
-// A completion at depth 0 is not counted, because the matcher's state already holds the stacks that the
-// node's completion leads to. Per token: accepted if some path consumed all its bytes (above the bottom, or
-// completing exactly at its end); else context-dependent if a path completed the rule with bytes left; else
-// rejected. A prefix with no stack left settles every token below it at once.
+// completion of node's rule below it ("end" in the walk), followed by a byte that may follow the rule
+// (ByteGrammar::may_follow), marks the tokens going on that way as context-dependent. A completion at depth 0
+// is not counted: the matcher's state already holds the stacks that the node's completion leads to.
+// Per token: accepted if some path consumed all its bytes (above the bottom, or completing exactly at its
+// end); else context-dependent if a path completed the rule with a following byte left; else rejected. A
+// prefix with no stack left settles every token below it at once (by next byte where the rule completed
+// there).
 CompiledGrammar::NodeTokens CompiledGrammar::classify(int32_t node) const {
   const TokenVocabulary& v = *vocabulary_;
   const size_t max_len = v.max_token_length();
   std::vector<detail::StackSet>& st = walk_states(max_len + 1);
-  std::vector<char> base_any(max_len + 1, 0);  // a completion below the bottom at depth 1..d
+  // context[d]: along the current prefix, a completion at some depth j in [1, d) was followed by s[j], a byte
+  // that may follow the rule.
+  std::vector<char> context(max_len + 2, 0);
   st[0].clear();
   st[0].add({}, {}, node);
   NodeTokens out;
   std::vector<int32_t> accepted;
-  size_t valid = 0;  // st[0..valid] belong to the current token's prefix
+  size_t valid = 0;  // st[0..valid] and context[0..valid] belong to the current token's prefix
   const size_t n = v.string_count();
+  const auto completes_into = [&](size_t d, char next) {
+    return d > 0 && st[d].has_end() && bytes_.may_follow(node, static_cast<uint8_t>(next));
+  };
   for (size_t i = 0; i < n;) {
     const std::string_view s = v.string(i);
     valid = std::min<size_t>(valid, v.common_prefix(i));
     size_t d = valid;
     while (d < s.size() && st[d].count() > 0) {
       detail::step(bytes_, st[d], static_cast<uint8_t>(s[d]), st[d + 1]);
-      base_any[d + 1] = static_cast<char>(base_any[d] || st[d + 1].has_end());
+      context[d + 1] = static_cast<char>(context[d] || completes_into(d, s[d]));
       ++d;
     }
     valid = d;
@@ -79,17 +86,18 @@ CompiledGrammar::NodeTokens CompiledGrammar::classify(int32_t node) const {
       if (!st[d].dead()) {
         const auto ids = v.ids_of(i);
         accepted.insert(accepted.end(), ids.begin(), ids.end());
-      } else if (base_any[d]) {
+      } else if (context[d]) {
         out.context_dependent.push_back(static_cast<uint32_t>(i));
       }
       ++i;
-    } else {
-      const size_t j = v.subtree_end(i, d - 1);  // d >= 1: st[0] holds a stack
-      if (base_any[d]) {
-        for (size_t k = i; k < j; ++k) out.context_dependent.push_back(static_cast<uint32_t>(k));
-      }
-      i = j;
+      continue;
     }
+    // No stack left after s[0..d): every token with this prefix and the same next byte ends alike.
+    const size_t j = st[d].has_end() ? v.subtree_end(i, d) : v.subtree_end(i, d - 1);  // d >= 1
+    if (context[d] || completes_into(d, s[d])) {
+      for (size_t k = i; k < j; ++k) out.context_dependent.push_back(static_cast<uint32_t>(k));
+    }
+    i = j;
   }
   if (accepted.size() > v.mask_words()) {
     out.accepted_bits.assign(v.mask_words(), 0);

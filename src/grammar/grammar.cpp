@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <unordered_set>
 
+#include "grammar/rule_fixpoint.h"
 #include "tokenizer/utf8.h"
 
 namespace tide::grammar {
@@ -201,23 +202,7 @@ void Grammar::validate() const {
   }
   // Nullable rules (fixpoint), then the "left corner" graph: A -> B when B can be the first rule A enters
   // without consuming input. A cycle in it is left recursion, which a top-down matcher cannot run.
-  std::vector<char> nullable(n, 0);
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (size_t i = 0; i < n; ++i) {
-      if (nullable[i] || !reachable[i]) continue;
-      for (const Sequence& seq : rules[i].alternatives) {
-        const bool all = std::all_of(seq.begin(), seq.end(), [&](const Element& e) {
-          return e.kind == Element::Kind::kRule && nullable[static_cast<size_t>(e.rule)];
-        });
-        if (all) {
-          nullable[i] = 1;
-          changed = true;
-          break;
-        }
-      }
-    }
-  }
+  const std::vector<char> nullable = detail::mark_rules(*this, [](size_t, size_t, size_t) { return false; });
   std::vector<std::vector<int32_t>> corner(n);
   for (size_t i = 0; i < n; ++i) {
     if (!reachable[i]) continue;
