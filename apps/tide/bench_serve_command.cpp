@@ -43,6 +43,7 @@ struct BenchServeArgs {
   double burstiness = 1.0;
   int64_t num_warmups = 0;
   bool ignore_eos = true;
+  std::string extra_body;  // JSON object merged into every request (e.g. a response_format)
   std::string percentiles = "99";
   std::string result_json;
   bool fail_on_error = false;
@@ -59,7 +60,7 @@ double parse_rate(const std::string& text) {
   return rate;
 }
 
-json request_body(const std::string& model, const BenchPrompt& prompt, bool ignore_eos) {
+json request_body(const std::string& model, const BenchPrompt& prompt, bool ignore_eos, const json& extra) {
   json body = {{"model", model},
                {"prompt", prompt.ids},
                {"max_tokens", prompt.max_tokens},
@@ -67,6 +68,7 @@ json request_body(const std::string& model, const BenchPrompt& prompt, bool igno
                {"stream", true},
                {"stream_options", {{"include_usage", true}}}};
   if (ignore_eos) body["ignore_eos"] = true;
+  for (const auto& [key, value] : extra.items()) body[key] = value;
   return body;
 }
 
@@ -126,10 +128,15 @@ void run_bench_serve(BenchServeArgs args) {
                              longest, most_tokens, *server.max_model_len);
   }
 
+  json extra = json::object();
+  if (!args.extra_body.empty()) {
+    extra = json::parse(args.extra_body, nullptr, /*allow_exceptions=*/false);
+    if (!extra.is_object()) fail("--extra-body must be a JSON object, got '{}'", args.extra_body);
+  }
   std::vector<std::string> bodies;
   std::vector<RequestRecord> records(prompts.size());
   for (size_t i = 0; i < prompts.size(); ++i) {
-    bodies.push_back(request_body(model, prompts[i], args.ignore_eos).dump());
+    bodies.push_back(request_body(model, prompts[i], args.ignore_eos, extra).dump());
     records[i].prompt_len = static_cast<int64_t>(prompts[i].ids.size());
     records[i].max_tokens = prompts[i].max_tokens;
   }
@@ -270,6 +277,8 @@ void add_bench_serve_command(CLI::App& bench) {
   cmd->add_option("--seed", w.seed, "Seed of the prompts, their lengths and the arrival times")->capture_default_str();
   cmd->add_flag("--ignore-eos,!--no-ignore-eos", args->ignore_eos,
                 "Ask the server to generate max_tokens tokens whatever they are (default on)");
+  cmd->add_option("--extra-body", args->extra_body,
+                  "A JSON object merged into every request body (e.g. '{\"response_format\": ...}')");
   // How fast.
   cmd->add_option("--max-concurrency", args->max_concurrency, "Requests in flight at most (0: no limit)")
       ->capture_default_str()
