@@ -77,7 +77,18 @@ std::vector<Field> builtin_fields() {
                        {T::kInteger, "loyalty_points", {}, {}},
                        {T::kBoolean, "gift_wrap", {}, {}},
                        {T::kString, "created_at", {}, {}},
-                       {T::kString, "summary", {}, {}}};
+                       {T::kString, "summary", {}, {}},
+                       {T::kObject, "contact", {}, {{T::kString, "phone", {}, {}}, {T::kString, "fax", {}, {}},
+                                                    {T::kEnum, "preferred", {"email", "phone", "sms", "post"}, {}},
+                                                    {T::kBoolean, "opt_in", {}, {}}}},
+                       {T::kNumber, "discount", {}, {}},
+                       {T::kNumber, "tax", {}, {}},
+                       {T::kInteger, "items_count", {}, {}},
+                       {T::kStringArray, "coupons", {}, {}},
+                       {T::kEnum, "payment_method", {"card", "paypal", "bank_transfer", "invoice", "cash_on_delivery"}, {}},
+                       {T::kString, "tracking_number", {}, {}},
+                       {T::kString, "updated_at", {}, {}},
+                       {T::kBoolean, "requires_signature", {}, {}}};
   return f;
 }
 
@@ -217,7 +228,7 @@ int main(int argc, char** argv) {
   std::string tokenizer_dir, gbnf_file, schema_file, text_file;
   int requests = 5, max_tokens = 400, cpu = -1;
   uint32_t seed = 1;
-  bool sample = false;
+  bool sample = false, no_state_cache = false;
   int slowest = 0;
   app.add_option("--tokenizer", tokenizer_dir, "tokenizer folder (tokenizer.json)")->required();
   app.add_option("--gbnf", gbnf_file, "GBNF grammar file");
@@ -228,6 +239,7 @@ int main(int argc, char** argv) {
   app.add_option("--seed", seed, "seed of documents and sampling");
   app.add_option("--cpu", cpu, "pin to this CPU");
   app.add_option("--slowest", slowest, "list this many slowest masks (where and why)");
+  app.add_flag("--no-state-cache", no_state_cache, "compute every mask from the per-position classifications");
   app.add_flag("--sample", sample, "sample uniformly among allowed tokens instead of walking documents");
   CLI11_PARSE(app, argc, argv);
   try {
@@ -269,7 +281,9 @@ int main(int argc, char** argv) {
 #endif
     }
     const auto t1 = Clock::now();
-    const auto compiled = compile(grammar, vocabulary);
+    CompileOptions options;
+    if (no_state_cache) options.mask_cache_bytes = 0;
+    const auto compiled = compile(grammar, vocabulary, options);
     const auto t2 = Clock::now();
     fmt::print("grammar: {}: {} rules, {} elements, {} byte-level nodes\n", source, grammar.rules.size(),
                grammar.element_count(), compiled->byte_grammar().node_count());

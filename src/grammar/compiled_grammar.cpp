@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "grammar/walk_cache.h"
+
 namespace tide::grammar {
 
 namespace {
@@ -59,31 +61,45 @@ std::shared_ptr<const CompiledGrammar::NodeTokens> CompiledGrammar::node_tokens(
 CompiledGrammar::NodeTokens CompiledGrammar::classify(int32_t node) const {
   const TokenVocabulary& v = *vocabulary_;
   const size_t max_len = v.max_token_length();
-  std::vector<detail::StackSet>& st = walk_states(max_len + 1);
+  detail::WalkCache cache(bytes_);
+  detail::StackSet start;
+  start.add({}, {}, node);
+  std::vector<int32_t> st(max_len + 1);  // state ids along the current prefix
   // context[d]: along the current prefix, a completion at some depth j in [1, d) was followed by s[j], a byte
   // that may follow the rule.
   std::vector<char> context(max_len + 2, 0);
-  st[0].clear();
-  st[0].add({}, {}, node);
+  st[0] = cache.intern(start);
   NodeTokens out;
   std::vector<int32_t> accepted;
   size_t valid = 0;  // st[0..valid] and context[0..valid] belong to the current token's prefix
   const size_t n = v.string_count();
   const auto completes_into = [&](size_t d, char next) {
-    return d > 0 && st[d].has_end() && bytes_.may_follow(node, static_cast<uint8_t>(next));
+    return d > 0 && cache.has_end(st[d]) && bytes_.may_follow(node, static_cast<uint8_t>(next));
   };
   for (size_t i = 0; i < n;) {
     const std::string_view s = v.string(i);
     valid = std::min<size_t>(valid, v.common_prefix(i));
     size_t d = valid;
-    while (d < s.size() && st[d].count() > 0) {
-      detail::step(bytes_, st[d], static_cast<uint8_t>(s[d]), st[d + 1]);
+    bool full = false;
+    while (d < s.size() && cache.ready(st[d])) {
+      const int32_t next = cache.step(st[d], static_cast<uint8_t>(s[d]));
+      if (next == detail::WalkCache::kFull) {
+        full = true;
+        break;
+      }
+      st[d + 1] = next;
       context[d + 1] = static_cast<char>(context[d] || completes_into(d, s[d]));
       ++d;
     }
+    if (full) {  // start this token over with an empty cache
+      cache.clear();
+      st[0] = cache.intern(start);
+      valid = 0;
+      continue;
+    }
     valid = d;
     if (d == s.size()) {
-      if (!st[d].dead()) {
+      if (!cache.dead(st[d])) {
         const auto ids = v.ids_of(i);
         accepted.insert(accepted.end(), ids.begin(), ids.end());
       } else if (context[d]) {
@@ -93,7 +109,7 @@ CompiledGrammar::NodeTokens CompiledGrammar::classify(int32_t node) const {
       continue;
     }
     // No stack left after s[0..d): every token with this prefix and the same next byte ends alike.
-    const size_t j = st[d].has_end() ? v.subtree_end(i, d) : v.subtree_end(i, d - 1);  // d >= 1
+    const size_t j = cache.has_end(st[d]) ? v.subtree_end(i, d) : v.subtree_end(i, d - 1);  // d >= 1
     if (context[d] || completes_into(d, s[d])) {
       for (size_t k = i; k < j; ++k) out.context_dependent.push_back(static_cast<uint32_t>(k));
     }
@@ -177,6 +193,7 @@ void CompiledGrammar::fill_mask(const detail::StackSet& state, const std::string
   if (state.has_end()) set_ids(v.stop_ids(), bits);
 
   const size_t bytes = words * sizeof(uint32_t) + key.size();
+  if (bytes > options_.mask_cache_bytes) return;  // caching off (or a mask larger than the whole budget)
   auto mask = std::make_shared<const std::vector<uint32_t>>(bits.begin(), bits.begin() + static_cast<std::ptrdiff_t>(words));
   std::unique_lock lock(masks_mutex_);
   if (mask_bytes_ + bytes > options_.mask_cache_bytes) {

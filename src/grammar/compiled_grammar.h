@@ -31,7 +31,7 @@
 namespace tide::grammar {
 
 struct CompileOptions {
-  // Memory for cached full-state masks; when it is full the cache starts over.
+  // Memory for cached full-state masks; when it is full the cache starts over. 0: no full-state cache.
   size_t mask_cache_bytes = 256u << 20;
 };
 

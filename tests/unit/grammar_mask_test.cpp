@@ -3,7 +3,9 @@
 // tide-demo: 4,096) and a random vocabulary with multi-byte and partial UTF-8 tokens.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <filesystem>
+#include <thread>
 #include <random>
 #include <string>
 
@@ -135,6 +137,64 @@ TEST(GrammarMask, StopIdsOnlyWhereTheTextCanEnd) {
   EXPECT_TRUE(test::bit(mask, 'c'));
   EXPECT_FALSE(test::bit(mask, vocabulary->size() - 2));  // special
   EXPECT_FALSE(test::bit(mask, vocabulary->size() - 1));  // empty
+}
+
+}  // namespace
+}  // namespace tide::grammar
+
+namespace tide::grammar {
+namespace {
+
+TEST(GrammarMask, ConcurrentRequestsShareOneCompiledGrammar) {
+  const auto vocabulary = random_vocabulary(11, 1500);
+  const auto compiled = compile(parse_gbnf(kGrammars[0]), vocabulary);
+  std::vector<std::thread> threads;
+  std::atomic<int> states{0};
+  for (uint32_t t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      int checked = 0;
+      test::walk_and_check(compiled, 100 + t % 2, 30, &checked);  // two threads per seed: same states at once
+      states += checked;
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  EXPECT_GT(states.load(), 20);
+}
+
+TEST(GrammarVocabulary, TokenBytesFromTheTokenizer) {
+  const Tokenizer tokenizer = Tokenizer::from_dir(std::filesystem::path(TIDE_FIXTURES_DIR) / "cohere2-tiny");
+  const auto vocabulary = TokenVocabulary::from_tokenizer(tokenizer, {*tokenizer.eos_id()});
+  const std::string text = "Grüße, 世界! {\"a\": [1, 2.5e-3]}\n\ttab";
+  std::string joined;
+  for (const int32_t id : tokenizer.encode(text, false)) joined += vocabulary->token_bytes(id);
+  EXPECT_EQ(joined, text);
+  EXPECT_TRUE(vocabulary->is_stop(*tokenizer.eos_id()));
+  size_t special = 0;
+  for (int32_t id = 0; id < vocabulary->size(); ++id) {
+    if (tokenizer.is_special(id)) {
+      ++special;
+      EXPECT_TRUE(vocabulary->is_never_allowed(id) || vocabulary->is_stop(id)) << id;
+    }
+  }
+  EXPECT_GT(special, 0u);
+  // The stand-in tokenizer: ids 0-255 are bytes.
+  const auto stand_in = TokenVocabulary::from_tokenizer(Tokenizer::stand_in(300), {});
+  EXPECT_EQ(stand_in->token_bytes(0xC3), "\xC3");
+  EXPECT_EQ(stand_in->size(), 300);
+}
+
+TEST(GrammarVocabulary, SortedViewAndSubtrees) {
+  const TokenVocabulary v({"b", "ab", "a", "abc", "abd", "ac", "ab", "", "c"}, {8}, {});
+  ASSERT_EQ(v.string_count(), 6u);  // a ab abc abd ac b ("" never allowed, "c" a stop id, "ab" twice)
+  EXPECT_EQ(v.string(0), "a");
+  EXPECT_EQ(v.string(1), "ab");
+  EXPECT_EQ(v.ids_of(1).size(), 2u);
+  EXPECT_EQ(v.common_prefix(2), 2u);
+  EXPECT_EQ(v.subtree_end(0, 0), 5u);  // everything under "a"
+  EXPECT_EQ(v.subtree_end(1, 1), 4u);  // under "ab"
+  EXPECT_EQ(v.subtree_end(2, 2), 3u);  // under "abc"
+  EXPECT_TRUE(v.is_never_allowed(7));
+  EXPECT_THROW(TokenVocabulary({"a"}, {3}, {}), GrammarError);
 }
 
 }  // namespace
