@@ -383,6 +383,25 @@ Element SchemaCompiler::rule(const std::string& hint, std::vector<Sequence> alte
   return grammar.group(std::move(alternatives), hint);
 }
 
+Element SchemaCompiler::repeat(const Element& e, int64_t min, int64_t max) {
+  const int64_t n = max - min;
+  if (max == -1 || n <= 64) return grammar.repeat(e, min, max);
+  // Lengths 0..n as a chunks of k and b more (a < q, b < k), or q chunks and at most r more (n = q k + r):
+  // each length has one split, so a matcher follows at most two of them at a time.
+  int64_t k = 1;
+  while (k * k < n) ++k;
+  const int64_t q = n / k, r = n % k;
+  const Element chunk = rule("chunk", {Sequence(static_cast<size_t>(k), e)});
+  Sequence below{grammar.repeat(e, 0, k - 1)};
+  if (q > 1) below.insert(below.begin(), grammar.repeat(chunk, 0, q - 1));
+  Sequence full{grammar.repeat(chunk, q, q)};
+  if (r > 0) full.push_back(grammar.repeat(e, 0, r));
+  Sequence seq;
+  if (min > 0) seq.push_back(grammar.repeat(e, min, min));
+  seq.push_back(rule("upto", {std::move(below), std::move(full)}));
+  return element_of(std::move(seq));
+}
+
 Element SchemaCompiler::element_of(Sequence seq) {
   if (seq.size() == 1) return seq[0];
   return rule("seq", {std::move(seq)});

@@ -72,6 +72,8 @@ class SchemaCompiler {
   void append_open(Sequence& seq, const char* bracket);   // "{" / "[" (then ws)
   void append_close(Sequence& seq, const char* bracket);  // (ws then) "}" / "]"
   Element rule(const std::string& hint, std::vector<Sequence> alternatives);
+  // e{min,max} with a long bounded range in O(sqrt(max - min)) rules instead of max - min (maxLength: 10000).
+  Element repeat(const Element& e, int64_t min, int64_t max);
   Element element_of(Sequence seq);  // a sequence of one element is that element, else a rule
 
   Grammar grammar;

@@ -164,7 +164,7 @@ Element SchemaCompiler::array_value(const Json& schema, const std::string& ptr) 
       append_element(comma_item, *item);
       Sequence some{*item};
       if (max != 1) {
-        some.push_back(grammar.repeat(element_of(std::move(comma_item)), std::max<int64_t>(0, min - 1),
+        some.push_back(repeat(element_of(std::move(comma_item)), std::max<int64_t>(0, min - 1),
                                       max == -1 ? -1 : max - 1));
       }
       content = min == 0 ? Sequence{rule("items", {std::move(some), {}})} : std::move(some);
@@ -176,7 +176,7 @@ Element SchemaCompiler::array_value(const Json& schema, const std::string& ptr) 
       Sequence comma_item;
       append_comma(comma_item);
       append_element(comma_item, *item);
-      tail.push_back(grammar.repeat(element_of(std::move(comma_item)), std::max<int64_t>(0, min - k),
+      tail.push_back(repeat(element_of(std::move(comma_item)), std::max<int64_t>(0, min - k),
                                     max == -1 ? -1 : max - k));
     }
     // Prefix positions from the last back; position j (j >= min) may end the array.

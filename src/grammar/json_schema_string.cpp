@@ -94,7 +94,7 @@ Element SchemaCompiler::string_value(const Json& schema, const std::string& ptr)
   if (max != -1 && min > max) refuse("minLength is above maxLength", ptr);
   Sequence seq{Grammar::literal("\"")};
   if (!schema.contains("pattern") && !schema.contains("format")) {
-    if (max != 0) append_element(seq, grammar.repeat(json_char(), min, max));
+    if (max != 0) append_element(seq, repeat(json_char(), min, max));
     append_literal(seq, "\"");
     return element_of(std::move(seq));
   }

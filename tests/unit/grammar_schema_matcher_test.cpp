@@ -64,6 +64,7 @@ TEST(GrammarSchemaMatcher, SchemasAgreeWithTheRecognizer) {
       R"({"anyOf": [{"type": "string", "format": "date-time"}, {"type": "string", "pattern": "^[A-Z]{2}\\d+$"},
           {"type": "boolean"}]})",
       R"({"type": "array", "prefixItems": [{"type": "string", "format": "uuid"}, {"const": {"k": [1, 2.5]}}], "minItems": 1})",
+      R"({"type": "array", "items": {"type": "string", "minLength": 2, "maxLength": 300}, "maxItems": 3})",
   };
   uint32_t seed = 1;
   for (const std::string& text : schemas) {
@@ -71,6 +72,12 @@ TEST(GrammarSchemaMatcher, SchemasAgreeWithTheRecognizer) {
     expect_matcher_agrees(compile_json_schema(Json::parse(text)), seed++);
   }
   expect_matcher_agrees(grammar::any_json(), seed++);
+  // Every length of a long bounded string (built from chunks), through the matcher.
+  const auto long_strings = grammar::compile(compile_json_schema(Json::parse(R"({"type": "string", "maxLength": 500})")),
+                                             grammar::test::byte_vocabulary());
+  for (size_t n = 0; n <= 505; ++n) {
+    EXPECT_EQ(matcher_accepts(long_strings, "\"" + std::string(n, 'x') + "\""), n <= 500) << n;
+  }
   grammar::JsonSchemaOptions ws;
   ws.any_whitespace = true;
   ws.max_whitespace = 3;

@@ -158,6 +158,18 @@ TEST(GrammarSchema, Arrays) {
   run_case({Json::parse(R"({"type": "array", "items": false})"), {Json::parse("[]")}, {"[1]"}});
 }
 
+// Long bounded ranges are built from chunks (O(sqrt n) rules): every length is still exactly in or out.
+TEST(GrammarSchema, LongLengthAndCountBoundsAreExact) {
+  const Grammar text = compile_json_schema(Json::parse(R"({"type": "string", "minLength": 3, "maxLength": 1000})"));
+  EXPECT_LT(text.rules.size(), 200u);
+  for (int n = 0; n <= 1010; ++n) {
+    EXPECT_EQ(accepts(text, "\"" + std::string(static_cast<size_t>(n), 'a') + "\""), n >= 3 && n <= 1000) << n;
+  }
+  const Grammar list = compile_json_schema(Json::parse(R"({"type": "array", "items": {"const": 0}, "minItems": 70, "maxItems": 200})"));
+  std::string items = "[0";
+  for (int n = 1; n <= 210; ++n, items += ", 0") EXPECT_EQ(accepts(list, items + "]"), n >= 70 && n <= 200) << n;
+}
+
 TEST(GrammarSchema, EnumAndConst) {
   run_case({Json::parse(R"({"enum": ["red", "green", 3, null, true, [1, {"a": "b"}], {"x": 1.5}]})"),
             {"red", 3, nullptr, Json::parse(R"([1, {"a": "b"}])"), Json::parse(R"({"x": 1.5})")},
