@@ -385,7 +385,8 @@ void Connection::finish_exchange() {
 
 // After refusing a request whose body may still be arriving: closing at once would answer the client's next bytes
 // with a reset, which can destroy the refusal before the client reads it. So the sending side closes first and
-// what still arrives is read and dropped, for a moment and up to a bound, before the socket closes.
+// what still arrives is read and dropped, for a while and up to a bound (a body somewhat over the limit is
+// drained whole, also from a slow client), before the socket closes.
 void Connection::linger_close() {
   beast::error_code ec;
   stream_.socket().shutdown(net::ip::tcp::socket::shutdown_send, ec);
@@ -394,13 +395,13 @@ void Connection::linger_close() {
     return;
   }
   discard_.resize(64u << 10);
-  stream_.expires_after(std::chrono::seconds(2));
+  stream_.expires_after(std::chrono::seconds(10));
   discard_input(0);
 }
 
 void Connection::discard_input(size_t discarded) {
   stream_.async_read_some(net::buffer(discard_), [self = shared_from_this(), discarded](beast::error_code ec, size_t n) {
-    constexpr size_t kMaxDiscarded = 8u << 20;
+    constexpr size_t kMaxDiscarded = 64u << 20;
     if (ec || self->closed_ || discarded + n > kMaxDiscarded) {
       self->do_close();
       return;
