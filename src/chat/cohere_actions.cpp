@@ -102,20 +102,10 @@ std::size_t char_start_at_or_before(std::string_view text, std::size_t pos, std:
 
 bool json_depth_within(std::string_view text, int max_depth) {
   int depth = 0;
-  bool in_string = false;
-  bool escaped = false;
+  JsonStringTracker json;
   for (const char c : text) {
-    if (in_string) {
-      if (escaped) {
-        escaped = false;
-      } else if (c == '\\') {
-        escaped = true;
-      } else if (c == '"') {
-        in_string = false;
-      }
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '{' || c == '[') {
+    if (!json.outside(c)) continue;
+    if (c == '{' || c == '[') {
       if (++depth > max_depth) return false;
     } else if (c == '}' || c == ']') {
       --depth;

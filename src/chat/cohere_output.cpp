@@ -121,8 +121,7 @@ struct CohereOutputParser::State {
   std::size_t opener = 0;   // kAction: buf[opener, body) is "<|START_ACTION|>" or "Action: ```json"
   std::size_t body = 0;
   bool fence = false;       // kAction: a legacy block, closed by "```"
-  bool in_string = false;   // kAction: the scan is inside a JSON string
-  bool escaped = false;     // ... right after its backslash
+  cohere::JsonStringTracker json;  // kAction: where the scan is in the block's JSON
   cohere::CitationChannel content;
   cohere::CitationChannel reasoning;
   bool saw_tool_calls = false;
@@ -287,24 +286,15 @@ struct CohereOutputParser::State {
     opener = opener_at;
     body = scan = opener_at + length;
     fence = legacy;
-    in_string = escaped = false;
+    json = {};
   }
 
   bool step_action(bool final) {
     const std::size_t limit = body + options.max_held_bytes;
     for (; scan < buf.size() && scan < limit; ++scan) {
       const char c = buf[scan];
-      if (in_string) {
-        if (escaped) {
-          escaped = false;
-        } else if (c == '\\') {
-          escaped = true;
-        } else if (c == '"') {
-          in_string = false;
-        }
-      } else if (c == '"') {
-        in_string = true;
-      } else if (c == '<') {
+      if (!json.outside(c)) continue;
+      if (c == '<') {
         // A marker outside the JSON's strings ends the block: <|END_ACTION|> as it should, any other before it.
         const MarkerMatch marker = match_marker(std::string_view(buf).substr(scan));
         if (marker.match == Match::kDone) {

@@ -28,6 +28,31 @@ std::size_t char_start_at_or_before(std::string_view text, std::size_t pos, std:
 // valid). Deeper values are refused before nlohmann parses (or later copies or dumps) them recursively.
 bool json_depth_within(std::string_view text, int max_depth);
 
+// Follows JSON text character by character: whether each character lies inside a string literal (its quotes and
+// escapes included) or outside, where brackets and markers count.
+struct JsonStringTracker {
+  bool in_string = false;
+  bool escaped = false;  // inside a string, right after a backslash
+  // Takes the next character; true when it lies outside every string.
+  bool outside(char c) {
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+      return false;
+    }
+    if (c == '"') {
+      in_string = true;
+      return false;
+    }
+    return true;
+  }
+};
+
 // The body of an action block as tool calls: a JSON list of objects, each with a non-empty string "tool_name",
 // an object (or null, or nothing) "parameters" and an optional "tool_call_id". nullopt when it is anything else
 // (invalid or truncated JSON, an empty list, a missing name, ...).
