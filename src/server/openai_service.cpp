@@ -93,7 +93,17 @@ OpenAiService::OpenAiService(Engine& engine, ChatTemplates chat_templates, ChatS
       metrics_(metrics),
       max_samples_per_request_(max_samples_per_request > 0
                                    ? max_samples_per_request
-                                   : std::max(kDefaultMaxSamplesPerRequest, engine.options().max_num_seqs)) {}
+                                   : std::max(kDefaultMaxSamplesPerRequest, engine.options().max_num_seqs)) {
+  // The constraint cache reads the whole vocabulary (seconds for 256K tokens): built in the background from the
+  // start, so that the first constrained request does not wait for it (it waits only if it comes sooner).
+  constraints_building_ = std::async(std::launch::async, [&engine] {
+    return std::make_unique<ConstraintCache>(engine.tokenizer(), engine.stop_token_ids());
+  });
+}
+
+OpenAiService::~OpenAiService() {
+  if (constraints_building_.valid()) constraints_building_.wait();
+}
 
 json OpenAiService::models() const {
   return {{"object", "list"},
@@ -184,8 +194,8 @@ GenerationJob OpenAiService::prepare_completion(const CompletionRequest& request
 
 void OpenAiService::refresh_metrics(MetricsRegistry& m) const {
   refresh_engine_metrics(engine_, m);
-  std::lock_guard lock(constraints_mutex_);
-  if (!constraints_) return;
+  std::unique_lock lock(constraints_mutex_, std::try_to_lock);  // a scrape never waits for the vocabulary
+  if (!lock.owns_lock() || !constraints_) return;
   const ConstraintCache::Stats s = constraints_->stats();
   m.set("tide_grammar_compilations_total", static_cast<double>(s.compiled));
   m.set("tide_grammar_cache_hits_total", static_cast<double>(s.hits));
@@ -194,10 +204,12 @@ void OpenAiService::refresh_metrics(MetricsRegistry& m) const {
 ConstraintCache& OpenAiService::constraints() const {
   std::lock_guard lock(constraints_mutex_);
   if (!constraints_) {
+    if (!constraints_error_.empty()) throw ApiError(400, constraints_error_);
     try {
-      constraints_ = std::make_unique<ConstraintCache>(engine_.tokenizer(), engine_.stop_token_ids());
-    } catch (const Error& e) {
-      throw ApiError(400, std::string("this model's vocabulary cannot be constrained: ") + e.what());
+      constraints_ = constraints_building_.get();
+    } catch (const std::exception& e) {
+      constraints_error_ = std::string("this model's vocabulary cannot be constrained: ") + e.what();
+      throw ApiError(400, constraints_error_);
     }
   }
   return *constraints_;

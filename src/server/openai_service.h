@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -50,6 +51,7 @@ class OpenAiService {
   OpenAiService(Engine& engine, ChatTemplates chat_templates, ChatSettings chat_settings,
                 std::string served_model_name, std::string model_root, MetricsRegistry& metrics,
                 int64_t max_samples_per_request = 0);
+  ~OpenAiService();
 
   Engine& engine() { return engine_; }
   // refresh_engine_metrics, and the compiled constraints' counters.
@@ -78,8 +80,8 @@ class OpenAiService {
   RenderedChat render_chat(const ChatRequest& request) const;
   // How `request`'s samples are parsed (null: not at all), and the options that go with it.
   void set_chat_output(GenerationJob& job, const ChatRequest& request, const RenderedChat& rendered) const;
-  // Constrained decoding: the compiled-grammar cache (made on first use: it reads the whole vocabulary), a
-  // job's constraint, and a chat request's (forced or strict tool calls, or a response format).
+  // Constrained decoding: the compiled-grammar cache (built in the background from the start: it reads the whole
+  // vocabulary), a job's constraint, and a chat request's (forced or strict tool calls, or a response format).
   ConstraintCache& constraints() const;
   void set_constraint(GenerationJob& job, std::shared_ptr<const TokenConstraintSpec> spec, const std::string& field) const;
   void set_chat_constraint(GenerationJob& job, const ChatRequest& request) const;
@@ -92,7 +94,9 @@ class OpenAiService {
   ChatTemplates chat_templates_;  // empty: chat requests are refused
   ChatSettings chat_settings_;
   mutable std::mutex constraints_mutex_;
+  mutable std::future<std::unique_ptr<ConstraintCache>> constraints_building_;
   mutable std::unique_ptr<ConstraintCache> constraints_;
+  mutable std::string constraints_error_;  // why the vocabulary cannot be constrained, once known
   std::string served_model_name_;
   std::string model_root_;
   MetricsRegistry& metrics_;
