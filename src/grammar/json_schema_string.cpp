@@ -117,7 +117,10 @@ Element SchemaCompiler::string_value(const Json& schema, const std::string& ptr)
         if (!branch.anchored_end) seq_node.children.push_back(any_text());
         node.children.push_back(seq_node.children.size() == 1 ? branch.node : std::move(seq_node));
       }
-      if (node.children.size() == 1) node = std::move(node.children[0]);
+      if (node.children.size() == 1) {
+        RegexNode only = std::move(node.children[0]);  // out of the node first: assigning a part of it frees it
+        node = std::move(only);
+      }
     } else {
       const auto found = format_patterns().find(text);
       if (found == format_patterns().end()) refuse(fmt::format("unsupported string format '{}'", text), ptr);
