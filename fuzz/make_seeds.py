@@ -395,7 +395,29 @@ def seeds_sse():
     write(t, "no_done", "\x03data: " + chunk("x") + "\n\n")
 
 
+# --- grammar sources (byte 0: 0 JSON Schema, 1 GBNF, 2 regex, 3 choices; byte 1: the walk's seed) ---
+def seeds_grammar():
+    t = "grammar"
+    clear(t)
+    write(t, "schema_object", "\x00\x05" + compact({"type": "object", "properties": {
+        "a": {"type": "integer", "minimum": 0, "maximum": 99}, "b": {"enum": ["x", "é"]}}, "required": ["a"]}))
+    write(t, "schema_string", "\x00\x11" + compact({"type": "string", "maxLength": 4, "pattern": "^[a-c]+$"}))
+    write(t, "schema_ref", "\x00\x07" + compact({"$defs": {"n": {"type": "array", "items": {"$ref": "#/$defs/n"},
+                                                             "maxItems": 2}}, "$ref": "#/$defs/n"}))
+    write(t, "schema_number", "\x00\x02" + compact({"anyOf": [{"type": "number"}, {"type": "null"},
+                                                               {"type": "boolean"}]}))
+    write(t, "schema_refused", "\x00\x01" + compact({"type": "object", "not": {}}))
+    write(t, "gbnf_json", "\x01\x09" + 'root ::= value\nvalue ::= obj | arr | "true" | [0-9]+\n'
+          'obj ::= "{" (str ": " value)? "}"\narr ::= "[" (value (", " value)*)? "]"\nstr ::= "\\"" [^"\\\\]* "\\""')
+    write(t, "gbnf_unicode", "\x01\x03" + 'root ::= [à-ÿ€]{1,3} "🎉"?')
+    write(t, "gbnf_left_recursive", "\x01\x00" + 'root ::= root "a"')
+    write(t, "regex_simple", "\x02\x04" + "[0-9]{2,3}-(ab|cd)*\\.")
+    write(t, "regex_classes", "\x02\x06" + "\\d+\\s?[^\\W_]{0,5}")
+    write(t, "regex_backref", "\x02\x00" + "(a)\\1")
+    write(t, "choice", "\x03\x08" + "yes\nno\nmaybe €\n")
+
+
 if __name__ == "__main__":
     for f in [seeds_safetensors, seeds_config, seeds_tokenizer, seeds_tokenizer_text, seeds_chat_template,
-              seeds_chat_messages, seeds_cohere_output, seeds_request, seeds_sse]:
+              seeds_chat_messages, seeds_cohere_output, seeds_request, seeds_sse, seeds_grammar]:
         f()
