@@ -1,6 +1,7 @@
 // Backend: the narrow op interface the model's forward pass is written against. One implementation per
-// device (cpu/ is the reference and the executable specification; cuda/ comes later). All tensors passed to
-// ops live in the backend's memory; activations are f32 on the CPU backend.
+// device: cpu/ is the reference and the executable specification, cuda/ runs the same ops on a Hopper GPU
+// (docs/design/kernels.md). All tensors passed to ops live in the backend's memory; activations are f32 on the
+// CPU backend, bf16 on the CUDA backend.
 //
 // Shapes use T = tokens in the batch, S = sequences in the batch, H = hidden size, D = head dim.
 // The fused qkv activation is [T, (num_heads + 2 * num_heads_kv) * D]: q heads, then k heads, then v heads.

@@ -1,7 +1,7 @@
 // Other Cohere2 shapes than the fixtures': random checkpoints written here (window smaller than a block,
 // a global first layer, other head counts, head_dim and intermediate sizes, F32 and F16 weights), run
 // through the engine (paged KV cache, chunked prefill, incremental decode, mixed batches) and compared with
-// a dense full-recomputation forward written directly from design/cohere2.md in double precision.
+// a dense full-recomputation forward written directly from docs/design/cohere2-numerics.md in double precision.
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -251,7 +251,7 @@ namespace tide {
 namespace {
 
 // bench/models holds the real configs of Command R7B and Command A, for --load-format dummy: they parse to the
-// shapes of design/cohere2.md ("Real model shapes").
+// shapes of docs/design/cohere2-numerics.md ("Real model shapes").
 TEST(ModelConfig, RealModelConfigsOfBenchModels) {
   struct Want {
     const char* dir;

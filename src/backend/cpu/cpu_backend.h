@@ -1,5 +1,6 @@
 // CpuBackend: the reference implementation of every op. Reference, not fast: plain loops with f32
-// storage and f32 accumulation (OpenBLAS sgemm for matmul), written to be read next to cohere2.md.
+// storage and f32 accumulation (OpenBLAS sgemm for matmul), written to be read next to
+// docs/design/cohere2-numerics.md.
 // Other backends are tested against these ops.
 #pragma once
 
