@@ -41,10 +41,10 @@ inline int64_t whole_tile_grid(int64_t tiles, int64_t slots) {
 // The grid for `tiles` x `chunks` units on `num_sms` SMs that hold up to `ctas_per_sm` CTAs each: CTAs of whole
 // tiles where they balance on ctas_per_sm CTAs per SM, or on fewer (whole_tile_grid); else an even split on
 // num_sms * ctas_per_sm CTAs. A split tile stalls each of its CTAs in the middle of its stream for the fix-up
-// (partials, fence, arrival): per-CTA timestamps of R7B's FP8 down projection at batch 1 on the H200 showed
-// 4-5 us of a 15-20 us stream there, and 256 CTAs of one tile each read the matrix at 2968 GB/s alone against
-// 2488 for 264 split ones (Command-A's down: 768 tiles, 256 CTAs of 3). R7B's qkv (384 tiles) balances only at
-// one CTA per SM (128 CTAs of 3), which also leaves it room beside gate_up's two per SM in the decode step.
+// (partials, fence, arrival), a quarter of the stream in per-CTA timestamps of R7B's FP8 down projection at
+// batch 1; whole tiles read the matrix faster, also alone (Command-A's down: 768 tiles, 256 CTAs of 3).
+// R7B's qkv (384 tiles) balances only at one CTA per SM (128 CTAs of 3), which also leaves it room beside
+// gate_up's two per SM in the decode step.
 inline int64_t stream_k_grid(int64_t tiles, int64_t chunks, int64_t num_sms, int64_t ctas_per_sm) {
   const int64_t slots = num_sms * ctas_per_sm;
   if (tiles * chunks <= slots) return tiles * chunks;

@@ -120,8 +120,8 @@ struct MetadataArray {
 };
 
 // Every array of `m` at a 16-byte aligned offset of one buffer; its size in `bytes`. One upload per step
-// instead of one per array (8 for R7B): each is a driver call while the GPU waits for the step's graph (R7B
-// FP8 decode on the H200: 33 -> 12 us to queue a batch-1 step).
+// instead of one per array (8 for R7B): each is a driver call while the GPU waits for the step's graph, and at
+// small batches such calls are most of the host's time to queue a step.
 std::vector<MetadataArray> metadata_layout(const HostMetadata& m, size_t& bytes) {
   const auto num_tokens = std::ssize(m.token_ids), num_seqs = std::ssize(m.seq_starts) - 1;
   std::vector<MetadataArray> arrays{{m.token_ids.data(), DType::kI32, Shape{num_tokens}},
@@ -310,8 +310,8 @@ void Cohere2Model::run_layers(const StepMetadata& meta, std::vector<KvStorage>& 
   const AttentionShape shape = attention_shape();
   const auto eps = static_cast<float>(c.layer_norm_eps);
 
-  // Every buffer below is written in full before it is read: none is zeroed (on a GPU, 9 memsets took 13-18 us
-  // of each R7B decode step).
+  // Every buffer below is written in full before it is read: none is zeroed (on a GPU each memset is a kernel
+  // on the step's serial path, and a decode step is short enough for them to show).
   const DType adt = b.activation_dtype();
   auto buffer = [&](DType dtype, int64_t cols) { return b.alloc_uninitialized(dtype, Shape{num_tokens, cols}); };
   Tensor h = buffer(adt, c.hidden_size);

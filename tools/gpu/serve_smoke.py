@@ -74,7 +74,7 @@ def main():
         ids = [int(t.split(":")[1]) for t in r["choices"][0]["logprobs"]["tokens"]]
         agree = next((i for i, (a, b) in enumerate(zip(ids, g["greedy_ids"][:n])) if a != b), n)
         check("greedy completion", len(ids) == n, f"agrees with the f32 golden on {agree}/{n} tokens (bf16)")
-        # ignore_eos: a sampled end of text before 8 tokens is not a failure of streaming (seen once, session 15)
+        # ignore_eos: a sampled end of text before 8 tokens is not a failure of streaming (it happened once)
         ev = post(base + "/v1/chat/completions", {"model": "tiny", "messages": [{"role": "user", "content": "Hi"}],
                                                   "max_tokens": 8, "ignore_eos": True, "stream": True,
                                                   "stream_options": {"include_usage": True}}, stream=True)

@@ -29,9 +29,8 @@ struct DecodeConfig {
   static constexpr int kStages = kS;
   // A stage holds a tile as one slice per warp, its 16 keys in the layout of KvTileCopy<D, 16, 32, kFp8> (K
   // then V rows of bf16, or an FP8 stage): each warp copies and reads only its own slices, so the warps'
-  // pipelines need no CTA barrier per tile. (All threads copying whole tiles, a CTA barrier publishing each:
-  // R7B FP8 decode on the H200 at B=32 / 32K context 19.8 ms per step against 18.4-18.6, at B=8 / 32K 6.84
-  // against 6.53-6.61.)
+  // pipelines need no CTA barrier per tile. (All threads copying whole tiles, a CTA barrier publishing each,
+  // was slower at long contexts: the loop is bound by its per-tile work, which warps left to drift apart overlap.)
   static constexpr int kSliceBytes = kFp8 ? Fp8KvStage<D, 16>::kBytes : 2 * 16 * D * 2;
   static constexpr int kStageBytes = kWarps * kSliceBytes;
   static constexpr int kStagedBytes = kStages * kStageBytes;
@@ -270,8 +269,8 @@ __global__ void __launch_bounds__(DecodeConfig<D, kS, kFp8>::kThreads, 2)
 // Combines the splits of one (token, query head): out = sum_s w_s O_s / sum_s w_s l_s, w_s = 2^((m_s - M) c).
 // Its loads are independent, so all are in flight together: the splits' (max, sum) one per thread, then the
 // partial outputs in float4 columns, each thread a strided share of the splits with four loads in flight, the
-// shares summed in a fixed order. (A loop over the splits per element, each load waiting for the last, took
-// 10-12 us per layer at batch 1 with 16 splits: on the attention chain's critical path.)
+// shares summed in a fixed order. (A loop over the splits per element, each load waiting for the last, put a
+// chain of dependent loads on the attention chain's critical path.)
 constexpr int kMergeThreads = 256;
 static __global__ void __launch_bounds__(kMergeThreads) merge_splits_kernel(const __grid_constant__ DecodeParams dp) {
   constexpr int kMaxSplits = 128;  // mma_decode_splits' bound

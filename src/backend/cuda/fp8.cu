@@ -80,10 +80,8 @@ __device__ __forceinline__ void store_relaxed(unsigned long long* p, uint64_t v)
 // The largest of `local` over the `parts` CTAs of a token, in every thread of warp 0 (the other warps pass 0
 // and get 0). Each CTA publishes (epoch + 1, its maximum) in its own 64-bit slot with one store, then waits
 // until every slot of the token holds epoch + 1: no count, no fence, no atomic, one round trip when the CTAs
-// arrive together (under the down projection's saturating stream each fence or atomic cost microseconds). R7B
-// FP8 decode on the H200, step ms against a count and generation barrier (same call): B=1 / 4 at 1K
-// 2.679-2.702 / 2.799-2.811 against 2.714-2.715 / 2.833-2.842, B=4 / 8 at 8K 3.47 / 4.40-4.43 against
-// 3.50-3.51 / 4.47-4.49; Command-A B=1 28.75 against 28.95 ms.
+// arrive together (under the down projection's saturating stream each fence or atomic costs microseconds, on
+// the MLP chain's serial path: a count and generation barrier made decode steps slower).
 // The token's epoch advances only once every slot holds the new one, so after every CTA has read it; a slot
 // left by an earlier launch (also of another shape) holds an older epoch. The next launch reads the epoch
 // after its grid dependency wait, once this kernel has completed. Waiting on the other CTAs is safe: the kernel
@@ -125,8 +123,8 @@ __global__ void __launch_bounds__(kThreads)
   const uint32_t parts = gridDim.x, part = blockIdx.x, token = blockIdx.y;
   const int64_t first = static_cast<int64_t>(part) * kThreads * 8;
   const bf16* gate = gate_up + static_cast<int64_t>(token) * 2 * inter;
-  // The down projection after this kernel starts copying its weights now (fp8_stream_matmul.cu): R7B FP8
-  // decode steps 0.5-2% faster than letting it launch after the barrier (H200).
+  // The down projection after this kernel starts copying its weights now (fp8_stream_matmul.cu), while the
+  // CTAs exchange their maxima, rather than after that exchange.
   begin_dependent_kernel();
   // This CTA's slice as a one-chunk tile: thread t holds elements first + 8 t .. first + 8 t + 7.
   const int64_t left = inter - first;

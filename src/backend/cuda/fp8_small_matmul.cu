@@ -180,7 +180,7 @@ bool variant_fits(int v, int64_t num_tokens) {
 
 // The variant whose grid fills its waves best: CTAs of one weight-row tile each, resident `ctas_per_sm` at a
 // time per SM; a last wave that is mostly empty leaves SMs without loads in flight (R7B's gate_up at one
-// token read at 73% of the read ceiling in 2.3 waves of 32-row CTAs). Ties go to more steps in flight.
+// token: 2.3 waves of 32-row CTAs, the last mostly empty). Ties go to more steps in flight.
 template <typename Out>
 int choose_variant(const Fp8SmallMatmul& p, int num_sms) {
   int best = -1;
@@ -224,16 +224,13 @@ constexpr int kNumStreamVariants = sizeof(kStreamVariants) / sizeof(kStreamVaria
 //   fp8_stream_matmul.cu). In the decode step qkv then streams beside gate_up (R7B: 128 CTAs of 3 whole
 //   tiles, one per SM beside gate_up's two: stream_k_grid), so RoPE and the decode attention run beside
 //   gate_up on the SMs qkv's CTAs leave instead of after it; and R7B's CTAs hold 35 KB of shared memory, so
-//   the attention chain's CTAs fit beside them. R7B FP8 decode on the H200, 2 stages, step ms against the
-//   register-fed qkv, gate_up and o with down on 4 stages (same calls): 1K context B=1 2.67 against
-//   2.70-2.72, B=4 2.81-2.82 against 2.89-2.91, B=8 3.09-3.10 against 3.15-3.17; 8K B=1 2.80 against
-//   2.94-2.96, B=4 3.48-3.49 against 3.64-3.66. Down alone on 2 stages instead of 4 took 1% off batch 1;
-//   gate_up with 3 or 4 stages was slower than with 2, and so was gate_up at one CTA per SM (128 CTAs of 14
-//   tiles; 2.95 ms at B=1).
+//   the attention chain's CTAs fit beside them. Every R7B decode point up to 8 tokens got faster than with
+//   the register-fed qkv, gate_up and o; gate_up with more stages, or at one CTA per SM, was slower.
 // - above 8 tokens, matrices with K > N (the MLP's down projection: R7B [4096, 14336], Command-A [12288,
-//   36864]) and wide ones (N > 2K: gate_up), with 4 stages; the register-fed kernel for qkv and o. Down
-//   streamed instead of register-fed was 3.5-5% faster at batches 4 and 8 (session 8); gate_up streamed at 12
-//   and 16 tokens 4.94-4.96 against 5.17 and 5.23-5.26 against 5.55 ms (8K context: 7.93-7.97 against 8.37).
+//   36864]) and wide ones (N > 2K: gate_up), with 4 stages; the register-fed kernel for qkv and o. Streaming
+//   down and gate_up there was faster in the decode step than the register-fed kernel.
+// The step times behind each choice are in docs/perf-log/2026-12.md (the 2026-12-03 entries of 4f7b291,
+// 0151337 and bc6ae84).
 constexpr int kFewTokensStreamVariant = 7;
 constexpr int kFewTokens = 8;
 constexpr int kLongKStreamVariant = 3;

@@ -10,9 +10,9 @@
 // feed them to mma.sync. The bytes in flight sit in shared memory, not registers (a CTA of 160 threads holds
 // 19-26K registers), and since the weights are never written by a kernel the producer starts copying before
 // the grid dependency resolves: a kernel scheduled early fills its stages while the kernel before it
-// finishes. Alone it reads a matrix slower than the register-fed kernel (2.5-3.5 TB/s against 3.3-3.8 for
-// the MLP's matrices on the H200; neither tensor-map copies nor activations loaded a stage ahead closed the
-// gap); beside the other stream's kernels it can be faster (fp8_small_matmul.cu's dispatch says where).
+// finishes. Alone it reads a matrix slower than the register-fed kernel (neither tensor-map copies nor
+// activations loaded a stage ahead closed the gap); beside the other stream's kernels it can be faster
+// (fp8_small_matmul.cu's dispatch says where; the measurements are in docs/perf-log/).
 //
 // Work split (stream-K): the matrix is cut into units of 16 rows x 1024 bytes of K, numbered row tile by row
 // tile; CTA c of G takes units [c U / G, (c + 1) U / G), so every CTA reads the same bytes whatever N and K
@@ -303,9 +303,8 @@ void launch(Out* out, const Fp8SmallMatmul& p, const CUtensorMap& map, int stage
     TIDE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          static_cast<int>(smem_bytes(kFeed, kFp8StreamMaxStages))));
     // Up to 8 tokens, the SM's largest shared-memory split, as the attention kernels ask: three CTAs of this
-    // kernel (gate_up's two and qkv's one in the decode step) and an attention CTA beside them. R7B FP8
-    // decode at 8K context, batch 1 / 4: 2.80 / 3.48 ms with it, 2.88-2.90 / 3.53 with the driver's pick. At
-    // 16 tokens, where qkv and o are register-fed and want L1, it cost 2.5% (4.40 against 4.29-4.30 ms).
+    // kernel (gate_up's two and qkv's one in the decode step) and an attention CTA beside them (faster at long
+    // contexts than the driver's pick). Not at 16 tokens, where qkv and o are register-fed and want the L1.
     if (kNTiles == 1) {
       TIDE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
                                            cudaSharedmemCarveoutMaxShared));

@@ -74,8 +74,8 @@ inline bool row_vectorizable(const void* p, int64_t n) {
 // (rows up to 4096: R7B's hidden size), 1024 x 2 (up to 16384: Command-A's hidden size, R7B's MLP), else
 // 512 x 10 (up to kMaxRowElements = 40960: Command-A's MLP; 1024 x 5 would spill the residual norm's
 // registers). At decode sizes these kernels run one block per token on the step's serial path, bound by the
-// latency of each thread's chain of loads, divisions and reductions, so few chunks per thread: R7B FP8 decode
-// took 3% less time per step at batch 1 and 9% at batch 8 than with 256 threads x 8 chunks (H200).
+// latency of each thread's chain of loads, divisions and reductions, so few chunks per thread (wider blocks
+// of shorter chains shortened the decode step, most at batch 8, against 256 threads x 8 chunks).
 template <typename Launch>
 void with_row_tile(int64_t n, Launch&& launch) {
   static_assert(kMaxRowElements == 512 * 10 * 8);
