@@ -77,13 +77,23 @@ void prefill_attention(CudaBackend& backend, const BenchOptions& options, Report
   backend.store_kv(pb.kv, 0, qkv, pb.batch.slot_mapping, kShape);  // the batch's own keys, as in a forward
   Tensor out = backend.alloc(DType::kBF16, Shape{num_tokens, kShape.num_heads * kShape.head_dim});
   const int runs = options.timed_runs(5, 2);
-  for (int64_t window : {int64_t{0}, int64_t{4096}}) {
+  // The default kernel, and with a bf16 cache also the mma.sync kernel the wgmma one replaced (kernels.h).
+  std::vector<cuda::PrefillAttentionKernel> kernels{cuda::PrefillAttentionKernel::kAuto};
+  if (!options.fp8_kv) kernels.push_back(cuda::PrefillAttentionKernel::kMmaSync);
+  std::vector<std::pair<cuda::PrefillAttentionKernel, int64_t>> runs_of;  // (kernel, window)
+  for (const cuda::PrefillAttentionKernel kernel : kernels) {
+    for (const int64_t window : {int64_t{0}, int64_t{4096}}) runs_of.emplace_back(kernel, window);
+  }
+  for (const auto& [kernel, window] : runs_of) {
+    backend.set_prefill_attention_kernel(kernel);
     const double ms = time_attention(backend, out, qkv, pb, window, runs);
+    backend.set_prefill_attention_kernel(cuda::PrefillAttentionKernel::kAuto);
     const double flops = 4.0 * static_cast<double>(kShape.num_heads * kShape.head_dim) *
                          static_cast<double>(keys_attended_sum(window, 0, num_tokens));
     BenchRow row("attention",
-                 fmt::format("attention prefill {}{}", window == 0 ? "causal" : "window 4096",
-                             options.fp8_kv ? " (FP8 KV)" : ""),
+                 fmt::format("attention prefill {}{}{}", window == 0 ? "causal" : "window 4096",
+                             options.fp8_kv ? " (FP8 KV)" : "",
+                             kernel == cuda::PrefillAttentionKernel::kMmaSync ? ", mma.sync kernel" : ""),
                  "8192 tok, 32/8 heads, d 128");
     row.time_ms = ms;
     row.tok_per_s = static_cast<double>(num_tokens) / (ms * 1e-3);

@@ -26,12 +26,14 @@ struct Case {
   // that reads any key outside the window, even from a listed block, shows NaN.
   bool null_released = true;
   bool fp8 = false;  // FP8 KV storage on both backends
+  cuda::PrefillAttentionKernel kernel = cuda::PrefillAttentionKernel::kAuto;  // at head_dim 128, bf16
 };
 
 // Checks the CUDA attention of case `c` against the CPU reference; returns the CUDA output.
 std::vector<float> run_case(const Case& c, uint32_t seed) {
   CpuBackend cpu;
   CudaBackend gpu;
+  gpu.set_prefill_attention_kernel(c.kernel);
   const int64_t d = c.shape.head_dim, hq = c.shape.num_heads, hkv = c.shape.num_heads_kv;
   const int64_t row = (hq + 2 * hkv) * d, layers = 3, layer = 1;
   int64_t total_blocks = 0, max_blocks = 0;
@@ -178,6 +180,24 @@ TEST(CudaAttention, PrefillLongCausalOverManyKeyTiles) {
 TEST(CudaAttention, PrefillNeverReadsKeysBeforeTheWindowEvenFromListedBlocks) {
   TIDE_REQUIRE_GPU();  // window starts that are not multiples of the key tile, NaN blocks still in the table
   run_case({{{150, 70}, {0, 100}, {421, 9}}, 16, 70, {8, 2, 128}, false}, 16);
+}
+
+// Both prefill kernels at head_dim 128 over a bf16 cache (wgmma, the default, and mma.sync): ragged chunks
+// over cached prefixes, block sizes that do not divide the 128-key tile, windows not aligned to it, 4 and 12
+// query heads per KV head, NaN in released blocks (null, and still listed).
+TEST(CudaAttention, PrefillBothKernelsOnRaggedChunksWindowsAndGroups) {
+  TIDE_REQUIRE_GPU();
+  using K = cuda::PrefillAttentionKernel;
+  for (const K kernel : {K::kWgmma, K::kMmaSync}) {
+    SCOPED_TRACE(kernel == K::kWgmma ? "wgmma" : "mma.sync");
+    Case r7b{{{0, 700}, {900, 260}, {129, 3}, {5, 1}, {1500, 97}}, 16, 0, {16, 4, 128}};
+    Case r7b_window{{{0, 700}, {1200, 300}, {255, 129}}, 5, 300, {16, 4, 128}};
+    Case command_a{{{640, 200}, {0, 150}, {100, 11}}, 16, 257, {24, 2, 128}, false};
+    for (Case* c : {&r7b, &r7b_window, &command_a}) {
+      c->kernel = kernel;
+      run_case(*c, 61);
+    }
+  }
 }
 
 // --- FP8 KV storage: both tensor-core kernels, head_dim 64 / 128 / 256, windows, GQA, NaN in released blocks ---

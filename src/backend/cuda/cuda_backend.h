@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cuda/kernels.h"
 
 namespace tide {
 
@@ -104,6 +105,9 @@ class CudaBackend final : public Backend {
   // the default; -2: the register-fed kernel for every matrix, its shape chosen per matrix; kernels.h,
   // Fp8SmallMatmul::variant). Returns how many variants there are.
   int set_fp8_small_matmul_variant(int variant);
+  // Which kernel serves prefill attention at head_dim 128 over a bf16 cache (kernels.h); for tests and
+  // benchmarks comparing the two.
+  void set_prefill_attention_kernel(cuda::PrefillAttentionKernel kernel) { prefill_kernel_ = kernel; }
   // How the streaming FP8 kernel's tensor-map variants copy weights on this driver (kernels.h).
   static const char* fp8_tensor_map_feed();
   // Programmatic dependent launch of tide's kernels (launch.cuh): on by default; off for benchmarks that
@@ -143,6 +147,7 @@ class CudaBackend final : public Backend {
   int num_sms_ = 1;
   int64_t fp8_small_max_tokens_;
   int fp8_small_variant_ = -1;
+  cuda::PrefillAttentionKernel prefill_kernel_ = cuda::PrefillAttentionKernel::kAuto;
   // Ops go to stream_ (with workspace_ for cuBLASLt): the main stream's, or the side stream's between
   // side_begin() and side_end().
   cudaStream_t stream_ = nullptr;

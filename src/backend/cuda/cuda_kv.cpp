@@ -106,7 +106,7 @@ void CudaBackend::attention(Tensor out, const Tensor& qkv, const KvStorage& kv, 
       const Tensor part_ml = alloc_scratch(DType::kF32, Shape{slots, 2});
       cuda::launch_mma_decode(p, max_keys, part_out.as<float>(), part_ml.as<float>(), splits, stream_);
     } else {
-      cuda::launch_mma_prefill(p, batch.max_seq_tokens, stream_);
+      cuda::launch_mma_prefill(p, batch.max_seq_tokens, prefill_kernel_, stream_);
     }
     return;
   }

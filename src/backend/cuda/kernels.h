@@ -153,9 +153,14 @@ struct PagedAttentionParams {
 };
 // Tensor-core attention (mma.sync), head_dim 64, 128 or 256 (mma_attention.cu).
 bool mma_attention_supports(int64_t head_dim);
+// Which kernel serves prefill attention where both can: head_dim 128 over a bf16 cache. kAuto is the wgmma
+// kernel; the choice depends on the model's shape only, never on a batch, so that a prompt's outputs do not
+// depend on how it was cut into chunks (the kernels round differently).
+enum class PrefillAttentionKernel { kAuto, kMmaSync, kWgmma };
 // Prefill / chunked prefill: any batch, any number of query heads per KV head; max_seq_tokens is the most new
 // tokens any sequence has in the batch (host value; sizes the grid).
-void launch_mma_prefill(const PagedAttentionParams& p, int64_t max_seq_tokens, cudaStream_t stream);
+void launch_mma_prefill(const PagedAttentionParams& p, int64_t max_seq_tokens, PrefillAttentionKernel kernel,
+                        cudaStream_t stream);
 // Decode (one CTA per token, KV head and split of the keys): at most 16 query heads per KV head.
 bool mma_decode_supports(int64_t head_dim, int64_t group);
 // How many splits of the keys a decode launch uses on a GPU with `num_sms` multiprocessors, when a token

@@ -29,7 +29,11 @@ int mma_decode_splits(int64_t num_tokens, int64_t num_heads_kv, int64_t max_keys
   return static_cast<int>(std::clamp<int64_t>(std::min(by_occupancy, by_keys), 1, 128));
 }
 
-void launch_mma_prefill(const PagedAttentionParams& p, int64_t max_seq_tokens, cudaStream_t stream) {
+void launch_mma_prefill(const PagedAttentionParams& p, int64_t max_seq_tokens, PrefillAttentionKernel kernel,
+                        cudaStream_t stream) {
+  if (p.head_dim == 128 && p.cache8 == nullptr && kernel != PrefillAttentionKernel::kMmaSync) {
+    return mma::launch_wgmma_prefill(p, max_seq_tokens, stream);
+  }
   switch (p.head_dim) {
     case 64: return mma::launch_prefill<64>(p, max_seq_tokens, stream);
     case 128: return mma::launch_prefill<128>(p, max_seq_tokens, stream);

@@ -1,0 +1,301 @@
+// Prefill / chunked-prefill attention on Hopper's warpgroup instructions (wgmma), head_dim 128, over the
+// paged window-aware KV cache: the FlashAttention-3 organization with tide's cache and masking rules.
+//
+// A CTA of three warpgroups serves kRows = 128 consecutive packed rows of one sequence and one KV head, a row
+// being (new token, query head of the group), as the mma.sync kernel (prefill_attention.cuh) does:
+//  - warpgroup 0, the producer, gives most of its registers away (setmaxnreg) and gathers tiles of kKeys keys
+//    through the block table with cp.async into a ring of kStages stages, each copy counted on the stage's
+//    "full" mbarrier (cp.async.mbarrier.arrive), so no producer thread ever waits for its own copies; keys
+//    outside the rows' [window start, last position] range and null blocks are zero-filled, never read;
+//  - warpgroups 1 and 2, the consumers, own 64 rows each: S = Q K^T as 8 wgmma m64n128k16 with Q and K in
+//    shared memory, masking (boundary tiles only) and the online softmax in registers, then O += P V as 8
+//    wgmma with P straight from the S accumulators (the accumulator layout is the A-fragment layout) and V
+//    read transposed from shared memory; each consumer warp arrives on the stage's "empty" mbarrier once its
+//    products have read it.
+// Tiles are 128-byte-swizzled panels of 64 dims (wgmma's canonical layout): row r's 16-byte chunk c of a panel
+// at r * 128 + ((c ^ (r % 8)) * 16). Key tiles start at multiples of kKeys wherever the row tile starts, as
+// in the mma.sync kernel, so a row sees the same tiles in the same order however its sequence was cut into
+// chunks, and a prompt gives the same outputs with or without a reused prefix.
+#include <cfloat>
+
+#include "backend/cuda/launch.cuh"
+#include "backend/cuda/prefill_attention.cuh"
+#include "backend/cuda/wgmma.cuh"
+
+namespace tide::cuda::mma {
+namespace {
+
+struct WgmmaPrefillConfig {
+  static constexpr int kD = 128;
+  static constexpr int kConsumers = 2;                 // warpgroups of 64 rows
+  static constexpr int kThreads = 128 * (1 + kConsumers);
+  static constexpr int kRows = 64 * kConsumers;
+  static constexpr int kKeys = 128;                    // keys per tile: one wgmma's N
+  static constexpr int kStages = 2;  // a third fits in shared memory but was slower (the producer spills)
+  static constexpr int kQBytes = kRows * kD * 2;
+  static constexpr int kTileBytes = kKeys * kD * 2;
+  static constexpr int kStageBytes = 2 * kTileBytes;   // K, then V
+  static constexpr int kBarrierBytes = 2 * kStages * 8;
+  static constexpr int kAlign = 1024;                  // the swizzle pattern repeats every 8 rows of 128 bytes
+  static constexpr size_t kSmemBytes = kAlign + kQBytes + kStages * kStageBytes + kBarrierBytes;
+  static constexpr int kProducerRegisters = 56;
+  static constexpr int kConsumerRegisters = 224;       // 128 x 56 + 256 x 224 <= 64K registers per SM
+  static_assert(kRows * 16 % 128 == 0 && kKeys * 16 % 128 == 0);
+};
+
+// Byte offset of 16-byte chunk `chunk` (0 .. 15) of row `row` in a tile of kTileRows rows of 128 dims.
+template <int kTileRows>
+__device__ __forceinline__ uint32_t panel_offset(int row, int chunk) {
+  return static_cast<uint32_t>((chunk / 8) * kTileRows * 128 + row * 128 + (((chunk % 8) ^ (row % 8)) << 4));
+}
+
+__device__ __forceinline__ void cp_async_arrive_noinc(uint32_t bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(bar) : "memory");
+}
+
+__global__ void __launch_bounds__(WgmmaPrefillConfig::kThreads, 1)
+    wgmma_prefill_kernel(const __grid_constant__ PrefillParams pp) {
+  begin_dependent_kernel();
+  using C = WgmmaPrefillConfig;
+  constexpr int D = C::kD;
+  const PagedAttentionParams& p = pp.p;
+  const int seq = static_cast<int>(blockIdx.x) / pp.tiles_per_seq;
+  // Later row tiles see more keys under a causal mask: launch them first so the short ones fill the tail.
+  const int row_tile = pp.tiles_per_seq - 1 - static_cast<int>(blockIdx.x) % pp.tiles_per_seq;
+  const int kv_head = static_cast<int>(blockIdx.y);
+  const int seq_begin = p.seq_starts[seq];
+  const int group = pp.group;
+  const int num_rows = (p.seq_starts[seq + 1] - seq_begin) * group;
+  const int row0 = row_tile * C::kRows;
+  if (row0 >= num_rows) return;
+
+  const int tok_first = row0 / group, tok_last = (min(num_rows, row0 + C::kRows) - 1) / group;
+  const int pos_first = p.positions[seq_begin + tok_first];
+  const int pos_max = pos_first + tok_last - tok_first;
+  const int window = static_cast<int>(p.window);
+  const int first_read = window == 0 ? 0 : max(0, pos_first - window + 1);
+  const int key_lo = first_read / C::kKeys * C::kKeys;
+  const int num_tiles = (pos_max - key_lo) / C::kKeys + 1;
+
+  extern __shared__ unsigned char smem_raw[];
+  const uint32_t base = (smem_addr(smem_raw) + C::kAlign - 1) / C::kAlign * C::kAlign;
+  const uint32_t q_tile = base;
+  const uint32_t stages = base + C::kQBytes;
+  const uint32_t full_bar = stages + C::kStages * C::kStageBytes;
+  const uint32_t empty_bar = full_bar + C::kStages * 8;
+  const int tid = static_cast<int>(threadIdx.x);
+  const int warpgroup = tid / 128;
+
+  if (tid == 0) {
+    for (int s = 0; s < C::kStages; ++s) {
+      mbar_init(full_bar + 8 * s, 128);                      // every producer thread's copies
+      mbar_init(empty_bar + 8 * s, 4 * C::kConsumers);       // one arrival per consumer warp
+    }
+  }
+  __syncthreads();
+
+  if (warpgroup == 0) {
+    // --- producer ---
+    wgmma::release_registers<C::kProducerRegisters>();
+    const int chunk = tid % 16, row_in_pass = tid / 16;  // 8 rows per pass of 128 threads
+    const int64_t row_size = (p.num_heads + 2 * p.num_heads_kv) * D;
+    // Q rows (zero past the sequence's rows), counted with the first tile.
+#pragma unroll 4
+    for (int r = row_in_pass; r < C::kRows; r += 8) {
+      const int row = row0 + r;
+      const bool valid = row < num_rows;
+      const bf16* src =
+          valid ? p.qkv + (seq_begin + row / group) * row_size + (kv_head * group + row % group) * D + chunk * 8
+                : p.qkv;
+      cp_async_16(q_tile + panel_offset<C::kRows>(r, chunk), src, valid);
+    }
+    const int32_t* table = p.block_tables + seq * p.max_blocks;
+    const int block_size = static_cast<int>(p.block_size), num_layers = static_cast<int>(p.num_layers);
+    const int layer = static_cast<int>(p.layer);
+    const int64_t kv_size = p.num_heads_kv * D;
+    const bf16* head_cache = p.cache + kv_head * D + chunk * 8;
+    // Warp w copies keys [32 w, 32 w + 32) of a tile; lane l looks up key 32 w + l's cache row (K; V is
+    // block_size rows on), -1 for a key not to read, and the warp's lanes take the rows by shuffle: one
+    // block-table lookup per key instead of one per 16-byte chunk. The lookups of the next tile run before
+    // the wait for its stage, so the table's latency stays off the copies.
+    const int warp = tid / 32, lane = tid % 32;
+    const auto cache_row_of = [&](int tile) {
+      const int key = key_lo + tile * C::kKeys + 32 * warp + lane;
+      if (tile >= num_tiles || key < first_read || key > pos_max) return -1;
+      const int32_t block = table[key / block_size];
+      // Cache rows of kv_size elements: fewer than 2^31 of them (the host checks), so 32-bit arithmetic.
+      return block < 0 ? -1 : (block * num_layers + layer) * 2 * block_size + key % block_size;
+    };
+    int cache_row = cache_row_of(0);
+    for (int it = 0; it < num_tiles; ++it) {
+      const int stage = it % C::kStages;
+      const int next_row = cache_row_of(it + 1);
+      if (it >= C::kStages) mbar_wait(empty_bar + 8 * stage, ((it / C::kStages) - 1) & 1);
+      const uint32_t k_tile = stages + stage * C::kStageBytes, v_tile = k_tile + C::kTileBytes;
+#pragma unroll
+      for (int i = 0; i < 16; ++i) {
+        const int r = 2 * i + lane / 16;  // the warp's row
+        const int src_row = __shfl_sync(0xffffffffu, cache_row, r);
+        const bool valid = src_row >= 0;
+        const bf16* src = valid ? head_cache + static_cast<int64_t>(src_row) * kv_size : p.cache;
+        const uint32_t at = panel_offset<C::kKeys>(32 * warp + r, chunk);
+        cp_async_16(k_tile + at, src, valid);
+        cp_async_16(v_tile + at, valid ? src + block_size * kv_size : src, valid);
+      }
+      cp_async_arrive_noinc(full_bar + 8 * stage);
+      cache_row = next_row;
+    }
+    asm volatile("cp.async.wait_all;" ::: "memory");  // nothing outstanding when the thread exits
+    return;
+  }
+
+  // --- consumers ---
+  wgmma::claim_registers<C::kConsumerRegisters>();
+  const int consumer = warpgroup - 1;
+  const int ctid = tid - 128 * warpgroup;  // thread in the warpgroup
+  const int warp = ctid / 32, lane = ctid % 32;
+  // This thread's rows of the tile: wg_row + lane / 4 (+ 8), wg_row = 64 consumer + 16 warp.
+  const int wg_row = 64 * consumer + 16 * warp;
+  const int pos_min = pos_first;
+
+  float o[64];
+#pragma unroll
+  for (int i = 0; i < 64; ++i) o[i] = 0.0f;
+  float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
+
+  // Q's descriptors: this warpgroup's 64 rows, k-step kk at dims 16 kk .. (panel kk / 4, 32 bytes per step).
+  const uint32_t q_rows = q_tile + 64 * consumer * 128;
+
+  for (int it = 0; it < num_tiles; ++it) {
+    const int stage = it % C::kStages;
+    mbar_wait(full_bar + 8 * stage, (it / C::kStages) & 1);
+    const uint32_t k_tile = stages + stage * C::kStageBytes, v_tile = k_tile + C::kTileBytes;
+    const int k0 = key_lo + it * C::kKeys;
+
+    // S = Q K^T over the 128 dims.
+    float s[64];
+    wgmma::fence();
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      const uint32_t panel = kk / 4, step = (kk % 4) * 32;
+      const uint64_t a = wgmma::desc_sw128(q_rows + panel * C::kRows * 128 + step, 16, 1024);
+      const uint64_t b = wgmma::desc_sw128(k_tile + panel * C::kKeys * 128 + step, 16, 1024);
+      wgmma::m64n128k16_ss(s, a, b, kk > 0);
+    }
+    wgmma::commit_group();
+    wgmma::wait_group<0>();
+    wgmma::hold(s);
+
+    // Mask only tiles that some row does not see whole: past the first row's position, or before the last
+    // row's window start.
+    const bool boundary = k0 + C::kKeys - 1 > pos_min || (window != 0 && k0 < pos_max - window + 1);
+    if (boundary) {
+      const int key_base = k0 + 2 * (lane % 4);
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        // Padding rows past the sequence get position -1: every key masked.
+        const int row = row0 + wg_row + lane / 4 + 8 * h;
+        const int pos = row < num_rows ? pos_first + row / group - tok_first : -1;
+        const int first_key = window == 0 ? 0 : pos - window + 1;
+#pragma unroll
+        for (int j = 0; j < C::kKeys / 8; ++j) {
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int key = key_base + 8 * j + e;
+            if (key > pos || key < first_key) s[4 * j + 2 * h + e] = -INFINITY;
+          }
+        }
+      }
+    }
+
+    // Online softmax in base 2; the 4 lanes of a quad share a row.
+    float corrections[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float mx = row_max[h];
+#pragma unroll
+      for (int j = 0; j < C::kKeys / 8; ++j) mx = fmaxf(mx, fmaxf(s[4 * j + 2 * h], s[4 * j + 2 * h + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      // A row with no visible key yet keeps max -inf; subtract 0 then so exp gives 0, not NaN.
+      // Unfused products: when the maximum did not change, the correction is exactly 1 (a wholly masked tile
+      // leaves a row's state exactly as it was).
+      const float base_exp = mx == -INFINITY ? 0.0f : __fmul_rn(mx, pp.scale_log2);
+      const float correction = ex2(__fmul_rn(row_max[h], pp.scale_log2) - base_exp);
+      row_max[h] = mx;
+      float sum = 0.0f;
+#pragma unroll
+      for (int j = 0; j < C::kKeys / 8; ++j) {
+        s[4 * j + 2 * h] = ex2(fmaf(s[4 * j + 2 * h], pp.scale_log2, -base_exp));
+        s[4 * j + 2 * h + 1] = ex2(fmaf(s[4 * j + 2 * h + 1], pp.scale_log2, -base_exp));
+        sum += s[4 * j + 2 * h] + s[4 * j + 2 * h + 1];
+      }
+      row_sum[h] = row_sum[h] * correction + sum;
+      corrections[h] = correction;
+    }
+#pragma unroll
+    for (int j = 0; j < D / 8; ++j) {
+      o[4 * j] *= corrections[0];
+      o[4 * j + 1] *= corrections[0];
+      o[4 * j + 2] *= corrections[1];
+      o[4 * j + 3] *= corrections[1];
+    }
+
+    // O += P V: keys 16 kk .. 16 kk + 15 are S columns 16 kk + 2 (lane % 4) (+ 1, + 8, + 9), the A fragment.
+    uint32_t pa[C::kKeys / 16][4];
+#pragma unroll
+    for (int kk = 0; kk < C::kKeys / 16; ++kk) {
+      pa[kk][0] = pack_bf16(s[8 * kk], s[8 * kk + 1]);
+      pa[kk][1] = pack_bf16(s[8 * kk + 2], s[8 * kk + 3]);
+      pa[kk][2] = pack_bf16(s[8 * kk + 4], s[8 * kk + 5]);
+      pa[kk][3] = pack_bf16(s[8 * kk + 6], s[8 * kk + 7]);
+    }
+    wgmma::fence();
+#pragma unroll
+    for (int kk = 0; kk < C::kKeys / 16; ++kk) {
+      // Keys 16 kk ..: two 8-key groups (sbo 1024), the two 64-dim panels (lbo one panel).
+      const uint64_t b = wgmma::desc_sw128(v_tile + kk * 16 * 128, C::kKeys * 128, 1024);
+      wgmma::m64n128k16_rs_tb(o, pa[kk], b);
+    }
+    wgmma::commit_group();
+    wgmma::wait_group<0>();
+    wgmma::hold(o);
+#pragma unroll
+    for (int kk = 0; kk < C::kKeys / 16; ++kk) wgmma::hold(pa[kk]);
+    __syncwarp();
+    if (lane == 0) mbar_arrive(empty_bar + 8 * stage);
+  }
+
+  // out = O / l; each quad writes 16 contiguous bytes per 8 columns of a row.
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float l = row_sum[h];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    const int row = row0 + wg_row + lane / 4 + 8 * h;
+    if (row >= num_rows) continue;
+    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+    bf16* out = p.out + static_cast<int64_t>(seq_begin + row / group) * p.num_heads * D +
+                (kv_head * group + row % group) * D + 2 * (lane % 4);
+#pragma unroll
+    for (int j = 0; j < D / 8; ++j) {
+      *reinterpret_cast<uint32_t*>(out + 8 * j) = pack_bf16(o[4 * j + 2 * h] * inv, o[4 * j + 2 * h + 1] * inv);
+    }
+  }
+}
+
+}  // namespace
+
+void launch_wgmma_prefill(const PagedAttentionParams& p, int64_t max_seq_tokens, cudaStream_t stream) {
+  using C = WgmmaPrefillConfig;
+  if (p.num_tokens == 0) return;
+  static const bool configured = (configure_smem(wgmma_prefill_kernel, C::kSmemBytes), true);
+  (void)configured;
+  const int group = static_cast<int>(p.num_heads / p.num_heads_kv);
+  const int64_t tiles = (max_seq_tokens * group + C::kRows - 1) / C::kRows;
+  const PrefillParams pp{p, static_cast<int>(tiles), group, p.scale * kLog2e};
+  const dim3 grid(static_cast<unsigned>(p.num_seqs * tiles), static_cast<unsigned>(p.num_heads_kv));
+  launch_kernel(wgmma_prefill_kernel, grid, C::kThreads, C::kSmemBytes, stream, pp);
+}
+
+}  // namespace tide::cuda::mma
