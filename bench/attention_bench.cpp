@@ -77,9 +77,9 @@ void prefill_attention(CudaBackend& backend, const BenchOptions& options, Report
   backend.store_kv(pb.kv, 0, qkv, pb.batch.slot_mapping, kShape);  // the batch's own keys, as in a forward
   Tensor out = backend.alloc(DType::kBF16, Shape{num_tokens, kShape.num_heads * kShape.head_dim});
   const int runs = options.timed_runs(5, 2);
-  // The default kernel, and with a bf16 cache also the mma.sync kernel the wgmma one replaced (kernels.h).
-  std::vector<cuda::PrefillAttentionKernel> kernels{cuda::PrefillAttentionKernel::kAuto};
-  if (!options.fp8_kv) kernels.push_back(cuda::PrefillAttentionKernel::kMmaSync);
+  // The default kernel (wgmma), and the mma.sync kernel it replaced (kernels.h).
+  const cuda::PrefillAttentionKernel kernels[] = {cuda::PrefillAttentionKernel::kAuto,
+                                                  cuda::PrefillAttentionKernel::kMmaSync};
   std::vector<std::pair<cuda::PrefillAttentionKernel, int64_t>> runs_of;  // (kernel, window)
   for (const cuda::PrefillAttentionKernel kernel : kernels) {
     for (const int64_t window : {int64_t{0}, int64_t{4096}}) runs_of.emplace_back(kernel, window);

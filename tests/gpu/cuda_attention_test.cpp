@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <numeric>
 
+#include <fmt/format.h>
+
 #include "gpu_test_util.h"
 
 namespace tide {
@@ -182,20 +184,23 @@ TEST(CudaAttention, PrefillNeverReadsKeysBeforeTheWindowEvenFromListedBlocks) {
   run_case({{{150, 70}, {0, 100}, {421, 9}}, 16, 70, {8, 2, 128}, false}, 16);
 }
 
-// Both prefill kernels at head_dim 128 over a bf16 cache (wgmma, the default, and mma.sync): ragged chunks
-// over cached prefixes, block sizes that do not divide the 128-key tile, windows not aligned to it, 4 and 12
-// query heads per KV head, NaN in released blocks (null, and still listed).
+// Both prefill kernels at head_dim 128 (wgmma, the default, and mma.sync), over a bf16 and an FP8 cache:
+// ragged chunks over cached prefixes, block sizes that do not divide the 128-key tile, windows not aligned to
+// it, 4 and 12 query heads per KV head, NaN in released blocks (null, and still listed).
 TEST(CudaAttention, PrefillBothKernelsOnRaggedChunksWindowsAndGroups) {
   TIDE_REQUIRE_GPU();
   using K = cuda::PrefillAttentionKernel;
-  for (const K kernel : {K::kWgmma, K::kMmaSync}) {
-    SCOPED_TRACE(kernel == K::kWgmma ? "wgmma" : "mma.sync");
-    Case r7b{{{0, 700}, {900, 260}, {129, 3}, {5, 1}, {1500, 97}}, 16, 0, {16, 4, 128}};
-    Case r7b_window{{{0, 700}, {1200, 300}, {255, 129}}, 5, 300, {16, 4, 128}};
-    Case command_a{{{640, 200}, {0, 150}, {100, 11}}, 16, 257, {24, 2, 128}, false};
-    for (Case* c : {&r7b, &r7b_window, &command_a}) {
-      c->kernel = kernel;
-      run_case(*c, 61);
+  for (const bool fp8 : {false, true}) {
+    for (const K kernel : {K::kWgmma, K::kMmaSync}) {
+      SCOPED_TRACE(fmt::format("{}, {} cache", kernel == K::kWgmma ? "wgmma" : "mma.sync", fp8 ? "FP8" : "bf16"));
+      Case r7b{{{0, 700}, {900, 260}, {129, 3}, {5, 1}, {1500, 97}}, 16, 0, {16, 4, 128}};
+      Case r7b_window{{{0, 700}, {1200, 300}, {255, 129}}, 5, 300, {16, 4, 128}};
+      Case command_a{{{640, 200}, {0, 150}, {100, 11}}, 16, 257, {24, 2, 128}, false};
+      for (Case* c : {&r7b, &r7b_window, &command_a}) {
+        c->kernel = kernel;
+        c->fp8 = fp8;
+        run_case(*c, 61);
+      }
     }
   }
 }

@@ -153,8 +153,8 @@ struct PagedAttentionParams {
 };
 // Tensor-core attention (mma.sync), head_dim 64, 128 or 256 (mma_attention.cu).
 bool mma_attention_supports(int64_t head_dim);
-// Which kernel serves prefill attention where both can: head_dim 128 over a bf16 cache. kAuto is the wgmma
-// kernel; the choice depends on the model's shape only, never on a batch, so that a prompt's outputs do not
+// Which kernel serves prefill attention where both can: head_dim 128 (a bf16 or FP8 cache). kAuto is the
+// wgmma kernel; the choice depends on the model's shape only, never on a batch, so that a prompt's outputs do not
 // depend on how it was cut into chunks (the kernels round differently).
 enum class PrefillAttentionKernel { kAuto, kMmaSync, kWgmma };
 // Prefill / chunked prefill: any batch, any number of query heads per KV head; max_seq_tokens is the most new

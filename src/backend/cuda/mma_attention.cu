@@ -31,7 +31,7 @@ int mma_decode_splits(int64_t num_tokens, int64_t num_heads_kv, int64_t max_keys
 
 void launch_mma_prefill(const PagedAttentionParams& p, int64_t max_seq_tokens, PrefillAttentionKernel kernel,
                         cudaStream_t stream) {
-  if (p.head_dim == 128 && p.cache8 == nullptr && kernel != PrefillAttentionKernel::kMmaSync) {
+  if (p.head_dim == 128 && kernel != PrefillAttentionKernel::kMmaSync) {
     return mma::launch_wgmma_prefill(p, max_seq_tokens, stream);
   }
   switch (p.head_dim) {

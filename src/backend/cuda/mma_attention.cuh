@@ -20,7 +20,7 @@ void launch_prefill(const PagedAttentionParams& p, int64_t max_seq_tokens, cudaS
 template <int D>
 void launch_decode(const PagedAttentionParams& p, int64_t max_keys, float* part_out, float* part_ml, int num_splits,
                    cudaStream_t stream);
-// The wgmma prefill kernel (wgmma_attention.cu): head_dim 128, a bf16 cache.
+// The wgmma prefill kernel (wgmma_attention.cu): head_dim 128, a bf16 or FP8 cache.
 void launch_wgmma_prefill(const PagedAttentionParams& p, int64_t max_seq_tokens, cudaStream_t stream);
 
 constexpr float kLog2e = 1.4426950408889634f;

@@ -25,6 +25,10 @@
 namespace tide::cuda::mma {
 namespace {
 
+// kFp8: an FP8 cache. The producer stages a tile's codes and scales with cp.async, widens the codes to exact
+// bf16 values (widen8) into the stage's K and V tiles and copies the scales beside them; the consumers multiply
+// a key's scores by its K scale and its probabilities by its V scale, as the mma.sync kernels do.
+template <bool kFp8>
 struct WgmmaPrefillConfig {
   static constexpr int kD = 128;
   static constexpr int kConsumers = 2;                 // warpgroups of 64 rows
@@ -34,13 +38,16 @@ struct WgmmaPrefillConfig {
   static constexpr int kStages = 2;  // a third fits in shared memory but was slower (the producer spills)
   static constexpr int kQBytes = kRows * kD * 2;
   static constexpr int kTileBytes = kKeys * kD * 2;
-  static constexpr int kStageBytes = 2 * kTileBytes;   // K, then V
+  static constexpr int kScaleBytes = kFp8 ? 2 * kKeys * 4 : 0;     // K scales, then V scales (f32)
+  static constexpr int kStageBytes = 2 * kTileBytes + kScaleBytes;  // K, V, scales
+  static constexpr int kCodeBytes = kKeys * kD;                      // FP8: one tile's K (or V) codes
+  static_assert(2 * kCodeBytes == kTileBytes, "a tile's K and V codes fit in its V tile");
   static constexpr int kBarrierBytes = 2 * kStages * 8;
   static constexpr int kAlign = 1024;                  // the swizzle pattern repeats every 8 rows of 128 bytes
   static constexpr size_t kSmemBytes = kAlign + kQBytes + kStages * kStageBytes + kBarrierBytes;
-  static constexpr int kProducerRegisters = 56;
-  static constexpr int kConsumerRegisters = 224;       // 128 x 56 + 256 x 224 <= 64K registers per SM
-  static_assert(kRows * 16 % 128 == 0 && kKeys * 16 % 128 == 0);
+  static constexpr int kProducerRegisters = 64;
+  static constexpr int kConsumerRegisters = 216;       // 128 x 64 + 256 x 216 <= 64K registers per SM
+  static_assert(kStageBytes % kAlign == 0, "every stage's tiles keep the swizzle's alignment");
 };
 
 // Byte offset of 16-byte chunk `chunk` (0 .. 15) of row `row` in a tile of kTileRows rows of 128 dims.
@@ -49,14 +56,25 @@ __device__ __forceinline__ uint32_t panel_offset(int row, int chunk) {
   return static_cast<uint32_t>((chunk / 8) * kTileRows * 128 + row * 128 + (((chunk % 8) ^ (row % 8)) << 4));
 }
 
+// Multiplies the scores (v = 0) or probabilities (v = 1) of a thread's accumulator fragments by their keys'
+// K or V scales: s[4 j + 2 h + e] is key 8 j + 2 (lane % 4) + e of the tile.
+__device__ __forceinline__ void scale_by_keys(float (&s)[64], uint32_t scales, int lane) {
+#pragma unroll
+  for (int j = 0; j < 16; ++j) {
+    const float2 scale = lds_f32x2(scales + (8 * j + 2 * (lane % 4)) * 4);
+    s[4 * j] *= scale.x, s[4 * j + 1] *= scale.y, s[4 * j + 2] *= scale.x, s[4 * j + 3] *= scale.y;
+  }
+}
+
 __device__ __forceinline__ void cp_async_arrive_noinc(uint32_t bar) {
   asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(bar) : "memory");
 }
 
-__global__ void __launch_bounds__(WgmmaPrefillConfig::kThreads, 1)
+template <bool kFp8>
+__global__ void __launch_bounds__(WgmmaPrefillConfig<kFp8>::kThreads, 1)
     wgmma_prefill_kernel(const __grid_constant__ PrefillParams pp) {
   begin_dependent_kernel();
-  using C = WgmmaPrefillConfig;
+  using C = WgmmaPrefillConfig<kFp8>;
   constexpr int D = C::kD;
   const PagedAttentionParams& p = pp.p;
   const int seq = static_cast<int>(blockIdx.x) / pp.tiles_per_seq;
@@ -113,7 +131,6 @@ __global__ void __launch_bounds__(WgmmaPrefillConfig::kThreads, 1)
     const int block_size = static_cast<int>(p.block_size), num_layers = static_cast<int>(p.num_layers);
     const int layer = static_cast<int>(p.layer);
     const int64_t kv_size = p.num_heads_kv * D;
-    const bf16* head_cache = p.cache + kv_head * D + chunk * 8;
     // Warp w copies keys [32 w, 32 w + 32) of a tile; lane l looks up key 32 w + l's cache row (K; V is
     // block_size rows on), -1 for a key not to read, and the warp's lanes take the rows by shuffle: one
     // block-table lookup per key instead of one per 16-byte chunk. The lookups of the next tile run before
@@ -126,24 +143,87 @@ __global__ void __launch_bounds__(WgmmaPrefillConfig::kThreads, 1)
       // Cache rows of kv_size elements: fewer than 2^31 of them (the host checks), so 32-bit arithmetic.
       return block < 0 ? -1 : (block * num_layers + layer) * 2 * block_size + key % block_size;
     };
-    int cache_row = cache_row_of(0);
-    for (int it = 0; it < num_tiles; ++it) {
-      const int stage = it % C::kStages;
-      const int next_row = cache_row_of(it + 1);
-      if (it >= C::kStages) mbar_wait(empty_bar + 8 * stage, ((it / C::kStages) - 1) & 1);
-      const uint32_t k_tile = stages + stage * C::kStageBytes, v_tile = k_tile + C::kTileBytes;
-#pragma unroll
-      for (int i = 0; i < 16; ++i) {
-        const int r = 2 * i + lane / 16;  // the warp's row
-        const int src_row = __shfl_sync(0xffffffffu, cache_row, r);
-        const bool valid = src_row >= 0;
-        const bf16* src = valid ? head_cache + static_cast<int64_t>(src_row) * kv_size : p.cache;
-        const uint32_t at = panel_offset<C::kKeys>(32 * warp + r, chunk);
-        cp_async_16(k_tile + at, src, valid);
-        cp_async_16(v_tile + at, valid ? src + block_size * kv_size : src, valid);
+    if constexpr (!kFp8) {
+      const bf16* head_cache = p.cache + kv_head * D + chunk * 8;
+      int cache_row = cache_row_of(0);
+      for (int it = 0; it < num_tiles; ++it) {
+        const int stage = it % C::kStages;
+        const int next_row = cache_row_of(it + 1);
+        if (it >= C::kStages) mbar_wait(empty_bar + 8 * stage, ((it / C::kStages) - 1) & 1);
+        const uint32_t k_tile = stages + stage * C::kStageBytes, v_tile = k_tile + C::kTileBytes;
+  #pragma unroll
+        for (int i = 0; i < 16; ++i) {
+          const int r = 2 * i + lane / 16;  // the warp's row
+          const int src_row = __shfl_sync(0xffffffffu, cache_row, r);
+          const bool valid = src_row >= 0;
+          const bf16* src = valid ? head_cache + static_cast<int64_t>(src_row) * kv_size : p.cache;
+          const uint32_t at = panel_offset<C::kKeys>(32 * warp + r, chunk);
+          cp_async_16(k_tile + at, src, valid);
+          cp_async_16(v_tile + at, valid ? src + block_size * kv_size : src, valid);
+        }
+        cp_async_arrive_noinc(full_bar + 8 * stage);
+        cache_row = next_row;
       }
-      cp_async_arrive_noinc(full_bar + 8 * stage);
-      cache_row = next_row;
+    } else {
+      // A tile's codes go into its stage's V tile (K codes in the first half, V codes in the second) and its
+      // scales beside the tiles, zeros for keys not to read; warp w copies, widens and signals keys
+      // [32 w, 32 w + 32), so a warp waits for its own copies only. Widening K writes the K tile; widening V
+      // writes the V tile over the codes: a row's 8 lanes read their chunks before any of them writes, and
+      // a V row's first panel lands on K codes of the same row, widened before.
+      const int64_t hkv_block = p.num_heads_kv * block_size;
+      const uint8_t* head_codes = p.cache8 + kv_head * D + (lane % 8) * 16;
+      const auto stage_codes = [&](int stage, int row) {
+        const uint32_t v_tile = stages + stage * C::kStageBytes + C::kTileBytes;
+        const uint32_t scales = v_tile + C::kTileBytes;
+        const bool valid = row >= 0;
+        // Scales [block, layer, K / V, head, offset]: the key's cache row is (block * layers + layer) 2 bs + offset.
+        const int64_t at = valid ? (static_cast<int64_t>(row / block_size) * p.num_heads_kv + kv_head) * block_size +
+                                       row % block_size
+                                 : 0;
+        cp_async_4(scales + tid * 4, p.scales + at, valid);
+        cp_async_4(scales + (C::kKeys + tid) * 4, p.scales + at + hkv_block, valid);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+          const int r = 4 * i + lane / 8;  // the warp's row
+          const int src_row = __shfl_sync(0xffffffffu, row, r);
+          const bool row_valid = src_row >= 0;
+          const uint8_t* src = row_valid ? head_codes + static_cast<int64_t>(src_row) * kv_size : p.cache8;
+          const uint32_t at_smem = v_tile + (32 * warp + r) * 128 + (lane % 8) * 16;
+          cp_async_16(at_smem, src, row_valid);
+          cp_async_16(at_smem + C::kCodeBytes, row_valid ? src + block_size * kv_size : src, row_valid);
+        }
+      };
+      int cache_row = cache_row_of(0);
+      stage_codes(0, cache_row);
+      for (int it = 0; it < num_tiles; ++it) {
+        const int stage = it % C::kStages;
+        const int next_row = cache_row_of(it + 1);
+        asm volatile("cp.async.wait_all;" ::: "memory");
+        __syncwarp();  // the warp's codes landed
+        const uint32_t k_tile = stages + stage * C::kStageBytes, v_tile = k_tile + C::kTileBytes;
+#pragma unroll
+        for (int v = 0; v < 2; ++v) {
+#pragma unroll 4
+          for (int i = 0; i < 8; ++i) {
+            const int r = 32 * warp + 4 * i + lane / 8, c = lane % 8;
+            const uint4 codes = lds128(v_tile + v * C::kCodeBytes + r * 128 + c * 16);
+            __syncwarp();
+            const uint32_t tile = v == 0 ? k_tile : v_tile;
+            sts128(tile + panel_offset<C::kKeys>(r, 2 * c), widen8(codes.x, codes.y));
+            sts128(tile + panel_offset<C::kKeys>(r, 2 * c + 1), widen8(codes.z, codes.w));
+          }
+          __syncwarp();
+        }
+        // The tiles were written by ordinary stores; the consumers' wgmma reads them through the async proxy.
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        mbar_arrive(full_bar + 8 * stage);
+        if (it + 1 < num_tiles) {
+          const int next_stage = (it + 1) % C::kStages;
+          if (it + 1 >= C::kStages) mbar_wait(empty_bar + 8 * next_stage, (((it + 1) / C::kStages) - 1) & 1);
+          stage_codes(next_stage, next_row);
+        }
+        cache_row = next_row;
+      }
     }
     asm volatile("cp.async.wait_all;" ::: "memory");  // nothing outstanding when the thread exits
     return;
@@ -185,6 +265,7 @@ __global__ void __launch_bounds__(WgmmaPrefillConfig::kThreads, 1)
     wgmma::commit_group();
     wgmma::wait_group<0>();
     wgmma::hold(s);
+    if constexpr (kFp8) scale_by_keys(s, v_tile + C::kTileBytes, lane);
 
     // Mask only tiles that some row does not see whole: past the first row's position, or before the last
     // row's window start.
@@ -241,6 +322,7 @@ __global__ void __launch_bounds__(WgmmaPrefillConfig::kThreads, 1)
       o[4 * j + 3] *= corrections[1];
     }
 
+    if constexpr (kFp8) scale_by_keys(s, v_tile + C::kTileBytes + C::kKeys * 4, lane);  // sums stay unscaled
     // O += P V: keys 16 kk .. 16 kk + 15 are S columns 16 kk + 2 (lane % 4) (+ 1, + 8, + 9), the A fragment.
     uint32_t pa[C::kKeys / 16][4];
 #pragma unroll
@@ -284,18 +366,27 @@ __global__ void __launch_bounds__(WgmmaPrefillConfig::kThreads, 1)
   }
 }
 
-}  // namespace
-
-void launch_wgmma_prefill(const PagedAttentionParams& p, int64_t max_seq_tokens, cudaStream_t stream) {
-  using C = WgmmaPrefillConfig;
-  if (p.num_tokens == 0) return;
-  static const bool configured = (configure_smem(wgmma_prefill_kernel, C::kSmemBytes), true);
+template <bool kFp8>
+void launch(const PagedAttentionParams& p, int64_t max_seq_tokens, cudaStream_t stream) {
+  using C = WgmmaPrefillConfig<kFp8>;
+  static const bool configured = (configure_smem(wgmma_prefill_kernel<kFp8>, C::kSmemBytes), true);
   (void)configured;
   const int group = static_cast<int>(p.num_heads / p.num_heads_kv);
   const int64_t tiles = (max_seq_tokens * group + C::kRows - 1) / C::kRows;
   const PrefillParams pp{p, static_cast<int>(tiles), group, p.scale * kLog2e};
   const dim3 grid(static_cast<unsigned>(p.num_seqs * tiles), static_cast<unsigned>(p.num_heads_kv));
-  launch_kernel(wgmma_prefill_kernel, grid, C::kThreads, C::kSmemBytes, stream, pp);
+  launch_kernel(wgmma_prefill_kernel<kFp8>, grid, C::kThreads, C::kSmemBytes, stream, pp);
+}
+
+}  // namespace
+
+void launch_wgmma_prefill(const PagedAttentionParams& p, int64_t max_seq_tokens, cudaStream_t stream) {
+  if (p.num_tokens == 0) return;
+  if (p.cache8 != nullptr) {
+    launch<true>(p, max_seq_tokens, stream);
+  } else {
+    launch<false>(p, max_seq_tokens, stream);
+  }
 }
 
 }  // namespace tide::cuda::mma
