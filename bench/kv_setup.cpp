@@ -2,6 +2,7 @@
 
 #include <climits>
 
+#include "backend/backend.h"
 #include "core/error.h"
 
 namespace tide::bench {
@@ -15,9 +16,8 @@ KvArenaSpec arena_spec(const ModelConfig& config, int64_t block_size, int64_t nu
 }
 
 int64_t kv_cache_bytes(const ModelConfig& config, int64_t block_size, const KvArenaSpec& arena, bool fp8) {
-  // Per position, layer and K or V: bf16 values, or FP8 codes and an f32 scale per head.
-  const int64_t per_vector_row = fp8 ? config.kv_size() + 4 * config.num_heads_kv : 2 * config.kv_size();
-  return int64_t{arena.num_blocks} * config.layers_per_kv_block * 2 * block_size * per_vector_row;
+  return int64_t{arena.num_blocks} * kv_block_bytes(fp8 ? DType::kF8E4M3 : DType::kBF16, config.layers_per_kv_block,
+                                                     block_size, config.num_heads_kv, config.head_dim);
 }
 
 int32_t dummy_token(const ModelConfig& config, int64_t seq_idx, int64_t pos) {

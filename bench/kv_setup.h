@@ -18,8 +18,7 @@ namespace tide::bench {
 // sliding: the window plus a chunk).
 KvArenaSpec arena_spec(const ModelConfig& config, int64_t block_size, int64_t num_seqs, int64_t num_tokens,
                        int64_t chunk);
-// Device bytes of that arena: blocks x layers_per_kv_block x (K, V) x block_size x kv heads x (head_dim x 2 in
-// bf16, or head_dim codes and a 4-byte scale with fp8).
+// Device bytes of that arena: its blocks times kv_block_bytes (backend.h) of a bf16 or an fp8 cache.
 int64_t kv_cache_bytes(const ModelConfig& config, int64_t block_size, const KvArenaSpec& arena, bool fp8 = false);
 
 // A dummy token id for position `pos` of sequence `seq_idx`, inside the vocabulary.

@@ -57,6 +57,16 @@ struct KvStorage {
   bool fp8() const { return data.dtype == DType::kF8E4M3; }
 };
 
+// Bytes of one block of a layer group's KvStorage: K and V of `num_layers` layers for `block_size` positions,
+// `num_heads_kv` vectors of `head_dim` values of `dtype` per position, and with FP8 codes (kF8E4M3) an F32
+// scale per vector. The one formula the arena's sizing, the model and the benchmarks use.
+inline int64_t kv_block_bytes(DType dtype, int64_t num_layers, int64_t block_size, int64_t num_heads_kv,
+                              int64_t head_dim) {
+  const int64_t scale_bytes = dtype == DType::kF8E4M3 ? static_cast<int64_t>(sizeof(float)) : 0;
+  const int64_t vector_bytes = head_dim * static_cast<int64_t>(dtype_size(dtype)) + scale_bytes;
+  return num_layers * 2 * block_size * num_heads_kv * vector_bytes;
+}
+
 // The memory of block `block` of `kv`: its data, then its scales (none unless FP8). A host slot holds the
 // two parts in this order.
 struct KvBlockPart {

@@ -8,11 +8,7 @@
 
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define TIDE_HD __host__ __device__ __forceinline__
-#else
-#define TIDE_HD inline
-#endif
+#include "core/host_device.h"
 
 namespace tide {
 
@@ -109,29 +105,11 @@ TIDE_HD uint64_t scale_to(uint64_t bits, uint64_t total) {
 
 // --- keys: f32 logits as unsigned integers in the same order (-0 sorts just below +0; no NaNs) ---
 
-TIDE_HD uint32_t float_bits(float x) {
-#if defined(__CUDA_ARCH__)
-  return __float_as_uint(x);
-#else
-  uint32_t u;
-  __builtin_memcpy(&u, &x, 4);
-  return u;
-#endif
-}
-TIDE_HD float bits_float(uint32_t u) {
-#if defined(__CUDA_ARCH__)
-  return __uint_as_float(u);
-#else
-  float x;
-  __builtin_memcpy(&x, &u, 4);
-  return x;
-#endif
-}
 TIDE_HD uint32_t order_key(float x) {
-  const uint32_t u = float_bits(x);
+  const uint32_t u = bits_of(x);
   return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
-TIDE_HD float key_float(uint32_t key) { return bits_float((key & 0x80000000u) ? (key & 0x7FFFFFFFu) : ~key); }
+TIDE_HD float key_float(uint32_t key) { return float_of((key & 0x80000000u) ? (key & 0x7FFFFFFFu) : ~key); }
 
 // --- penalties ---
 
@@ -177,7 +155,7 @@ TIDE_HD float exp_nonpositive(float x) {
   p = add_rn(mul_rn(p, r), 1.0f);
   p = add_rn(mul_rn(p, r), 1.0f);
   const uint32_t scale_bits = static_cast<uint32_t>(static_cast<int32_t>(k) + 127) << 23;  // 2^k, k >= -44
-  return mul_rn(p, bits_float(scale_bits));
+  return mul_rn(p, float_of(scale_bits));
 }
 
 // A token's probability relative to the most likely one, exp((logit - max_logit) / temperature), given

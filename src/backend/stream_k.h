@@ -8,27 +8,23 @@
 
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define TIDE_STREAM_K_HD __host__ __device__ __forceinline__
-#else
-#define TIDE_STREAM_K_HD inline
-#endif
+#include "core/host_device.h"
 
 namespace tide {
 
 struct StreamKPartition {
   int64_t tiles, chunks, ctas;  // 1 <= ctas <= tiles * chunks
 
-  TIDE_STREAM_K_HD int64_t units() const { return tiles * chunks; }
-  TIDE_STREAM_K_HD int64_t begin(int64_t c) const { return c * units() / ctas; }
+  TIDE_HD int64_t units() const { return tiles * chunks; }
+  TIDE_HD int64_t begin(int64_t c) const { return c * units() / ctas; }
   // The CTA whose range holds unit u: the largest c with begin(c) <= u.
-  TIDE_STREAM_K_HD int64_t owner(int64_t u) const { return ((u + 1) * ctas - 1) / units(); }
-  TIDE_STREAM_K_HD int64_t first_cta(int64_t tile) const { return owner(tile * chunks); }
-  TIDE_STREAM_K_HD int64_t last_cta(int64_t tile) const { return owner((tile + 1) * chunks - 1); }
+  TIDE_HD int64_t owner(int64_t u) const { return ((u + 1) * ctas - 1) / units(); }
+  TIDE_HD int64_t first_cta(int64_t tile) const { return owner(tile * chunks); }
+  TIDE_HD int64_t last_cta(int64_t tile) const { return owner((tile + 1) * chunks - 1); }
   // Of a CTA's tiles only its first and its last can be split: slot 0 holds the first's partial sums, slot 1
   // the last's (a range inside one tile uses slot 0). A CTA is first_cta of at most one split tile (its last),
   // so first_cta(tile) indexes the tile's arrival counter.
-  TIDE_STREAM_K_HD int slot(int64_t c, int64_t tile) const { return tile == begin(c) / chunks ? 0 : 1; }
+  TIDE_HD int slot(int64_t c, int64_t tile) const { return tile == begin(c) / chunks ? 0 : 1; }
 };
 
 // The CTAs of `per_cta` whole tiles each that cover `tiles` on `slots` resident CTAs, if whole tiles cost at

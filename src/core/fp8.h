@@ -8,39 +8,15 @@
 
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define TIDE_FP8_HD __host__ __device__ __forceinline__
-#else
-#define TIDE_FP8_HD inline
-#endif
+#include "core/host_device.h"
 
 namespace tide::fp8 {
 
 inline constexpr float kE4M3Max = 448.0f;
 inline constexpr uint8_t kE4M3NaN = 0x7F;
 
-TIDE_FP8_HD uint32_t bits_of(float x) {
-#if defined(__CUDA_ARCH__)
-  return __float_as_uint(x);
-#else
-  uint32_t u;
-  __builtin_memcpy(&u, &x, 4);
-  return u;
-#endif
-}
-
-TIDE_FP8_HD float float_of(uint32_t u) {
-#if defined(__CUDA_ARCH__)
-  return __uint_as_float(u);
-#else
-  float x;
-  __builtin_memcpy(&x, &u, 4);
-  return x;
-#endif
-}
-
 // m / 2^shift rounded to nearest, ties to even (shift >= 1).
-TIDE_FP8_HD uint32_t shift_round_even(uint32_t m, uint32_t shift) {
+TIDE_HD uint32_t shift_round_even(uint32_t m, uint32_t shift) {
   if (shift >= 32) return 0;
   const uint32_t q = m >> shift;
   const uint32_t rem = m & ((1u << shift) - 1u), half = 1u << (shift - 1);
@@ -48,7 +24,7 @@ TIDE_FP8_HD uint32_t shift_round_even(uint32_t m, uint32_t shift) {
 }
 
 // f32 -> e4m3, round to nearest even, saturating (|x| > 448 and infinities give +-448); NaN gives NaN.
-TIDE_FP8_HD uint8_t e4m3_from_float(float x) {
+TIDE_HD uint8_t e4m3_from_float(float x) {
   const uint32_t u = bits_of(x);
   const uint8_t sign = static_cast<uint8_t>((u >> 24) & 0x80u);
   const uint32_t a = u & 0x7FFFFFFFu;
@@ -67,7 +43,7 @@ TIDE_FP8_HD uint8_t e4m3_from_float(float x) {
 }
 
 // e4m3 -> f32 (exact).
-TIDE_FP8_HD float e4m3_to_float(uint8_t c) {
+TIDE_HD float e4m3_to_float(uint8_t c) {
   const uint32_t sign = static_cast<uint32_t>(c & 0x80u) << 24;
   const uint32_t e = (c >> 3) & 0xFu, m = c & 7u;
   if (e == 15 && m == 7) return float_of(sign | 0x7FC00000u);
@@ -76,14 +52,14 @@ TIDE_FP8_HD float e4m3_to_float(uint8_t c) {
 }
 
 // The scale of a row (or token) whose largest magnitude is `amax`: amax / 448, or 1 for an all-zero row.
-TIDE_FP8_HD float scale_for_amax(float amax) { return amax > 0.0f ? amax / kE4M3Max : 1.0f; }
+TIDE_HD float scale_for_amax(float amax) { return amax > 0.0f ? amax / kE4M3Max : 1.0f; }
 
 // A value quantized with `scale` (a single rounded division, then e4m3 rounding and saturation).
-TIDE_FP8_HD uint8_t quantize(float x, float scale) { return e4m3_from_float(x / scale); }
+TIDE_HD uint8_t quantize(float x, float scale) { return e4m3_from_float(x / scale); }
 
 // n values quantized with their own scale, scale_for_amax of their largest magnitude (NaNs do not count;
 // infinities do): codes[i] = quantize(x[i], scale). Returns the scale.
-TIDE_FP8_HD float quantize_row(const float* x, int64_t n, uint8_t* codes) {
+TIDE_HD float quantize_row(const float* x, int64_t n, uint8_t* codes) {
   float amax = 0.0f;
   for (int64_t i = 0; i < n; ++i) {
     const float a = x[i] < 0.0f ? -x[i] : x[i];

@@ -229,12 +229,8 @@ Cohere2Model Cohere2Model::load(const std::filesystem::path& dir, Backend& backe
 int64_t Cohere2Model::kv_block_bytes(int64_t block_size, KvCacheDtype dtype) const {
   // With config.h's bounds (layers, kv heads x head_dim <= hidden size) this bound keeps the product in int64.
   if (block_size <= 0 || block_size > (int64_t{1} << 20)) fail("block size must be in [1, 2^20], got {}", block_size);
-  const int64_t layers = config_.layers_per_kv_block;
-  if (dtype == KvCacheDtype::kFp8) {
-    // A code per value and an F32 scale per head's vector (backend.h, KvStorage).
-    return layers * 2 * block_size * (config_.kv_size() + config_.num_heads_kv * static_cast<int64_t>(sizeof(float)));
-  }
-  return layers * 2 * block_size * config_.kv_size() * static_cast<int64_t>(dtype_size(backend_->weight_dtype()));
+  return tide::kv_block_bytes(dtype == KvCacheDtype::kFp8 ? DType::kF8E4M3 : backend_->weight_dtype(),
+                              config_.layers_per_kv_block, block_size, config_.num_heads_kv, config_.head_dim);
 }
 
 std::vector<KvStorage> Cohere2Model::allocate_kv(int64_t block_size, int32_t num_blocks, KvCacheDtype dtype) const {
