@@ -283,23 +283,36 @@ using cuda::typed;
 // out: [T, H], table: [V, H], ids: [T]
 void CudaBackend::embedding(Tensor out, const Tensor& table, const Tensor& ids) {
   TIDE_CHECK(out.dim(0) == ids.numel() && out.dim(1) == table.dim(1));
-  cuda::launch_embedding(bf(out, "embedding output"), bf(table, "embedding table"),
-                         typed<int32_t>(ids, DType::kI32, "token ids"), ids.numel(), table.dim(1), stream_);
+  cuda::launch_gather_rows({.out = bf(out, "embedding output"),
+                            .src = bf(table, "embedding table"),
+                            .index = typed<int32_t>(ids, DType::kI32, "token ids"),
+                            .num_rows = ids.numel(),
+                            .hidden = table.dim(1)},
+                           stream_);
 }
 
 // out: [R, H], x: [T, H], rows: [R]
 void CudaBackend::gather_rows(Tensor out, const Tensor& x, const Tensor& rows) {
   TIDE_CHECK(out.dim(0) == rows.numel() && out.dim(1) == x.dim(1));
-  cuda::launch_gather_rows(bf(out, "gather output"), bf(x, "gather input"), typed<int32_t>(rows, DType::kI32, "rows"),
-                           rows.numel(), x.dim(1), stream_);
+  cuda::launch_gather_rows({.out = bf(out, "gather output"),
+                            .src = bf(x, "gather input"),
+                            .index = typed<int32_t>(rows, DType::kI32, "rows"),
+                            .num_rows = rows.numel(),
+                            .hidden = x.dim(1)},
+                           stream_);
 }
 
 // out, x: [T, H], weight: [H]
 void CudaBackend::layer_norm(Tensor out, const Tensor& x, const Tensor& weight, float eps) {
   TIDE_CHECK(out.shape == x.shape && weight.numel() == x.dim(1));
   check_row(x.dim(1), "layer_norm");
-  cuda::launch_layer_norm(bf(out, "layer_norm output"), bf(x, "layer_norm input"), bf(weight, "layer_norm weight"),
-                          x.dim(0), x.dim(1), eps, stream_);
+  cuda::launch_layer_norm({.out = bf(out, "layer_norm output"),
+                           .x = bf(x, "layer_norm input"),
+                           .w = bf(weight, "layer_norm weight"),
+                           .num_tokens = x.dim(0),
+                           .hidden = x.dim(1),
+                           .eps = eps},
+                          stream_);
 }
 
 // h, a, b, out: [T, H], weight: [H]
@@ -307,24 +320,37 @@ void CudaBackend::residual_layer_norm(Tensor h, const Tensor& a, const Tensor& b
                                       float eps) {
   TIDE_CHECK(a.shape == h.shape && b.shape == h.shape && out.shape == h.shape && weight.numel() == h.dim(1));
   check_row(h.dim(1), "residual_layer_norm");
-  cuda::launch_residual_layer_norm(bf(h, "residual"), bf(a, "residual input"), bf(b, "residual input"),
-                                   bf(out, "layer_norm output"), bf(weight, "layer_norm weight"), h.dim(0), h.dim(1),
-                                   eps, stream_);
+  cuda::launch_layer_norm({.out = bf(out, "layer_norm output"),
+                           .h = bf(h, "residual"),
+                           .a = bf(a, "residual input"),
+                           .b = bf(b, "residual input"),
+                           .w = bf(weight, "layer_norm weight"),
+                           .num_tokens = h.dim(0),
+                           .hidden = h.dim(1),
+                           .eps = eps},
+                          stream_);
 }
 
 // qkv: [T, heads_total * D], positions: [T], inv_freq: [D / 2]
 void CudaBackend::rope(Tensor qkv, const Tensor& positions, const Tensor& inv_freq, int64_t num_rope_heads) {
   const int64_t head_dim = 2 * inv_freq.numel();
   TIDE_CHECK(qkv.dim(0) == positions.numel() && num_rope_heads * head_dim <= qkv.dim(1));
-  cuda::launch_rope(bf(qkv, "rope input"), typed<int32_t>(positions, DType::kI32, "positions"),
-                    typed<float>(inv_freq, DType::kF32, "inv_freq"), qkv.dim(0), qkv.dim(1), num_rope_heads,
-                    head_dim, stream_);
+  cuda::launch_rope({.qkv = bf(qkv, "rope input"),
+                     .positions = typed<int32_t>(positions, DType::kI32, "positions"),
+                     .inv_freq = typed<float>(inv_freq, DType::kF32, "inv_freq"),
+                     .num_tokens = qkv.dim(0),
+                     .row_size = qkv.dim(1),
+                     .num_rope_heads = num_rope_heads,
+                     .head_dim = head_dim},
+                    stream_);
 }
 
 // out: [T, I], gate_up: [T, 2I]
 void CudaBackend::silu_mul(Tensor out, const Tensor& gate_up) {
   TIDE_CHECK(gate_up.dim(1) == 2 * out.dim(1) && gate_up.dim(0) == out.dim(0));
-  cuda::launch_silu_mul(bf(out, "silu_mul output"), bf(gate_up, "gate_up"), out.dim(0), out.dim(1), stream_);
+  cuda::launch_silu_mul(
+      {.out = bf(out, "silu_mul output"), .gate_up = bf(gate_up, "gate_up"), .num_tokens = out.dim(0), .inter = out.dim(1)},
+      stream_);
 }
 
 void CudaBackend::copy(Tensor out, const Tensor& x) {
@@ -338,13 +364,13 @@ void CudaBackend::quantize_fp8(Tensor out8, Tensor scales, const Tensor& x) {
   if (out8.dtype != DType::kF8E4M3) fail("cuda backend: quantize_fp8 output must be F8_E4M3");
   float* s = typed<float>(scales, DType::kF32, "quantize_fp8 scales");
   if (x.dtype == DType::kBF16 && x.dim(1) <= cuda::kMaxRowElements) {
-    cuda::launch_quantize_fp8(out8.as<uint8_t>(), s, bf(x, "quantize_fp8 input"), x.dim(0), x.dim(1), stream_);
+    cuda::launch_quantize_fp8({out8.as<uint8_t>(), s, bf(x, "quantize_fp8 input"), false, x.dim(0), x.dim(1)}, stream_);
     return;
   }
   if (x.dtype != DType::kBF16 && x.dtype != DType::kF32) {
     fail("cuda backend: quantize_fp8 input must be BF16 or F32, got {}", dtype_name(x.dtype));
   }
-  cuda::launch_quantize_fp8_rows(out8.as<uint8_t>(), s, x.data, x.dtype == DType::kF32, x.dim(0), x.dim(1), stream_);
+  cuda::launch_quantize_fp8_rows({out8.as<uint8_t>(), s, x.data, x.dtype == DType::kF32, x.dim(0), x.dim(1)}, stream_);
 }
 
 // t: [n] bf16 or f32
@@ -352,7 +378,7 @@ void CudaBackend::fill_uniform(Tensor t, float center, float amplitude, uint64_t
   if (t.dtype != DType::kBF16 && t.dtype != DType::kF32) {
     fail("cuda backend: fill_uniform output must be BF16 or F32, got {}", dtype_name(t.dtype));
   }
-  cuda::launch_fill_uniform(t.data, t.dtype == DType::kF32, t.numel(), center, amplitude, seed, stream_);
+  cuda::launch_fill_uniform({t.data, t.dtype == DType::kF32, t.numel(), center, amplitude, seed}, stream_);
 }
 
 // out8: [T, H] e4m3, scales: [T] f32, x: [T, H] bf16, weight: [H]
@@ -360,9 +386,14 @@ void CudaBackend::layer_norm_fp8(Tensor out8, Tensor scales, const Tensor& x, co
                                  Tensor /*scratch*/) {
   TIDE_CHECK(out8.shape == x.shape && scales.numel() == x.dim(0) && weight.numel() == x.dim(1));
   check_row(x.dim(1), "layer_norm_fp8");
-  cuda::launch_layer_norm_fp8(typed<uint8_t>(out8, DType::kF8E4M3, "layer_norm_fp8 output"),
-                              typed<float>(scales, DType::kF32, "layer_norm_fp8 scales"), bf(x, "layer_norm input"),
-                              bf(weight, "layer_norm weight"), x.dim(0), x.dim(1), eps, stream_);
+  cuda::launch_layer_norm({.out8 = typed<uint8_t>(out8, DType::kF8E4M3, "layer_norm_fp8 output"),
+                           .scales = typed<float>(scales, DType::kF32, "layer_norm_fp8 scales"),
+                           .x = bf(x, "layer_norm input"),
+                           .w = bf(weight, "layer_norm weight"),
+                           .num_tokens = x.dim(0),
+                           .hidden = x.dim(1),
+                           .eps = eps},
+                          stream_);
 }
 
 // h, a, b: [T, H] bf16, out8: [T, H] e4m3, scales: [T] f32, weight: [H]
@@ -371,31 +402,39 @@ void CudaBackend::residual_layer_norm_fp8(Tensor h, const Tensor& a, const Tenso
   TIDE_CHECK(a.shape == h.shape && b.shape == h.shape && out8.shape == h.shape && scales.numel() == h.dim(0) &&
              weight.numel() == h.dim(1));
   check_row(h.dim(1), "residual_layer_norm_fp8");
-  cuda::launch_residual_layer_norm_fp8(bf(h, "residual"), bf(a, "residual input"), bf(b, "residual input"),
-                                       typed<uint8_t>(out8, DType::kF8E4M3, "layer_norm_fp8 output"),
-                                       typed<float>(scales, DType::kF32, "layer_norm_fp8 scales"),
-                                       bf(weight, "layer_norm weight"), h.dim(0), h.dim(1), eps, stream_);
+  cuda::launch_layer_norm({.out8 = typed<uint8_t>(out8, DType::kF8E4M3, "layer_norm_fp8 output"),
+                           .scales = typed<float>(scales, DType::kF32, "layer_norm_fp8 scales"),
+                           .h = bf(h, "residual"),
+                           .a = bf(a, "residual input"),
+                           .b = bf(b, "residual input"),
+                           .w = bf(weight, "layer_norm weight"),
+                           .num_tokens = h.dim(0),
+                           .hidden = h.dim(1),
+                           .eps = eps},
+                          stream_);
 }
 
 // out8: [T, I] e4m3, scales: [T] f32, gate_up: [T, 2I] bf16
 void CudaBackend::silu_mul_fp8(Tensor out8, Tensor scales, const Tensor& gate_up, Tensor /*scratch*/) {
   TIDE_CHECK(gate_up.dim(1) == 2 * out8.dim(1) && gate_up.dim(0) == out8.dim(0) && scales.numel() == out8.dim(0));
   check_row(out8.dim(1), "silu_mul_fp8");
-  if (cuda::silu_mul_fp8_split_parts(out8.dim(0), out8.dim(1)) > 0) {
-    cuda::launch_silu_mul_fp8_split(
-        typed<uint8_t>(out8, DType::kF8E4M3, "silu_mul_fp8 output"),
-        typed<float>(scales, DType::kF32, "silu_mul_fp8 scales"), bf(gate_up, "gate_up"), out8.dim(0), out8.dim(1),
-        reinterpret_cast<uint32_t*>(static_cast<char*>(split_scratch_) + cuda::kSwigluSplitSyncOffset), stream_);
-    return;
+  const cuda::SiluMulParams p{
+      .out8 = typed<uint8_t>(out8, DType::kF8E4M3, "silu_mul_fp8 output"),
+      .scales = typed<float>(scales, DType::kF32, "silu_mul_fp8 scales"),
+      .gate_up = bf(gate_up, "gate_up"),
+      .num_tokens = out8.dim(0),
+      .inter = out8.dim(1),
+      .sync = reinterpret_cast<uint32_t*>(static_cast<char*>(split_scratch_) + cuda::kSwigluSplitSyncOffset)};
+  if (cuda::silu_mul_fp8_split_parts(p.num_tokens, p.inter) > 0) {
+    cuda::launch_silu_mul_fp8_split(p, stream_);
+  } else {
+    cuda::launch_silu_mul_fp8(p, stream_);
   }
-  cuda::launch_silu_mul_fp8(typed<uint8_t>(out8, DType::kF8E4M3, "silu_mul_fp8 output"),
-                            typed<float>(scales, DType::kF32, "silu_mul_fp8 scales"), bf(gate_up, "gate_up"),
-                            out8.dim(0), out8.dim(1), stream_);
 }
 
 void CudaBackend::add(Tensor out, const Tensor& a, const Tensor& b) {
   TIDE_CHECK(a.shape == b.shape && out.shape == a.shape);
-  cuda::launch_add(bf(out, "add output"), bf(a, "add input"), bf(b, "add input"), out.numel(), stream_);
+  cuda::launch_add({bf(out, "add output"), bf(a, "add input"), bf(b, "add input"), out.numel()}, stream_);
 }
 
 // out_ids: [R] i32, logits: [R, V] f32

@@ -14,38 +14,46 @@ using cuda::bf;
 using cuda::bf16;
 using cuda::typed;
 
+namespace {
+
+// The store's parameters for `layer` of `kv` (a bf16 cache, or an FP8 cache's codes and scales), without the
+// RoPE inputs.
+cuda::KvStoreParams kv_store_params(KvStorage& kv, int64_t layer, const Tensor& qkv, const Tensor& slot_mapping,
+                                    const AttentionShape& shape) {
+  TIDE_CHECK(qkv.dim(1) == (shape.num_heads + 2 * shape.num_heads_kv) * shape.head_dim &&
+             slot_mapping.numel() == qkv.dim(0));
+  TIDE_CHECK(layer >= 0 && layer < kv.num_layers);
+  return {.cache = kv.fp8() ? nullptr : bf(kv.data, "KV cache"),
+          .codes = kv.fp8() ? static_cast<uint8_t*>(kv.data.data) : nullptr,
+          .scales = kv.fp8() ? typed<float>(kv.scales, DType::kF32, "KV scales") : nullptr,
+          .qkv = bf(qkv, "qkv"),
+          .slot_mapping = typed<int64_t>(slot_mapping, DType::kI64, "slots"),
+          .num_tokens = qkv.dim(0),
+          .num_heads = shape.num_heads,
+          .num_heads_kv = shape.num_heads_kv,
+          .head_dim = shape.head_dim,
+          .num_layers = kv.num_layers,
+          .layer = layer,
+          .block_size = kv.block_size};
+}
+
+}  // namespace
+
 // qkv: [T, (Hq + 2 Hkv) * D], positions, slot_mapping: [T], inv_freq: [D / 2]
 void CudaBackend::rope_store_kv(KvStorage& kv, int64_t layer, Tensor qkv, const Tensor& positions,
                                 const Tensor& inv_freq, const Tensor& slot_mapping, const AttentionShape& shape) {
   const int64_t d = shape.head_dim;
-  TIDE_CHECK(qkv.dim(1) == (shape.num_heads + 2 * shape.num_heads_kv) * d && slot_mapping.numel() == qkv.dim(0));
   TIDE_CHECK(positions.numel() == qkv.dim(0) && 2 * inv_freq.numel() == d && d % 2 == 0);
-  TIDE_CHECK(layer >= 0 && layer < kv.num_layers);
-  bf16* cache = kv.fp8() ? nullptr : bf(kv.data, "KV cache");
-  uint8_t* codes = kv.fp8() ? static_cast<uint8_t*>(kv.data.data) : nullptr;
-  float* scales = kv.fp8() ? typed<float>(kv.scales, DType::kF32, "KV scales") : nullptr;
-  cuda::launch_rope_store_kv(cache, codes, scales, bf(qkv, "qkv"), typed<int32_t>(positions, DType::kI32, "positions"),
-                             typed<float>(inv_freq, DType::kF32, "inv_freq"),
-                             typed<int64_t>(slot_mapping, DType::kI64, "slots"), qkv.dim(0), shape.num_heads,
-                             shape.num_heads_kv, d, kv.num_layers, layer, kv.block_size, stream_);
+  cuda::KvStoreParams p = kv_store_params(kv, layer, qkv, slot_mapping, shape);
+  p.positions = typed<int32_t>(positions, DType::kI32, "positions");
+  p.inv_freq = typed<float>(inv_freq, DType::kF32, "inv_freq");
+  cuda::launch_rope_store_kv(p, stream_);
 }
 
 // qkv: [T, (Hq + 2 Hkv) * D], slot_mapping: [T]
 void CudaBackend::store_kv(KvStorage& kv, int64_t layer, const Tensor& qkv, const Tensor& slot_mapping,
                            const AttentionShape& shape) {
-  const int64_t d = shape.head_dim;
-  TIDE_CHECK(qkv.dim(1) == (shape.num_heads + 2 * shape.num_heads_kv) * d && slot_mapping.numel() == qkv.dim(0));
-  TIDE_CHECK(layer >= 0 && layer < kv.num_layers);
-  if (kv.fp8()) {
-    cuda::launch_store_kv_fp8(static_cast<uint8_t*>(kv.data.data), typed<float>(kv.scales, DType::kF32, "KV scales"),
-                              bf(qkv, "qkv"), typed<int64_t>(slot_mapping, DType::kI64, "slots"), qkv.dim(0),
-                              qkv.dim(1), shape.num_heads * d, shape.num_heads_kv, d, kv.num_layers, layer,
-                              kv.block_size, stream_);
-    return;
-  }
-  cuda::launch_store_kv(bf(kv.data, "KV cache"), bf(qkv, "qkv"), typed<int64_t>(slot_mapping, DType::kI64, "slots"),
-                        qkv.dim(0), qkv.dim(1), shape.num_heads * d, shape.num_heads_kv * d, kv.num_layers, layer,
-                        kv.block_size, stream_);
+  cuda::launch_store_kv(kv_store_params(kv, layer, qkv, slot_mapping, shape), stream_);
 }
 
 // Sequences with at most this many new tokens go to the decode kernel (when every sequence has).

@@ -52,22 +52,11 @@ __global__ void store_kv_kernel(bf16* cache, const bf16* qkv, const int64_t* slo
   }
 }
 
-struct RopeStoreParams {
-  bf16* cache;                  // [num_blocks, num_layers, 2, block_size, Hkv * D], or with an FP8 cache:
-  uint8_t* codes;               //   its codes, same layout
-  float* scales;                //   and scales (kv_fp8.cuh)
-  bf16* qkv;                    // [T, (Hq + 2 Hkv) * D]
-  const int32_t* positions;     // [T]
-  const float* inv_freq;        // [D / 2]
-  const int64_t* slot_mapping;  // [T]
-  int64_t num_heads, num_heads_kv, head_dim, num_layers, layer, block_size;
-};
-
 // One block per token: the token's cos/sin table first (one sincosf per frequency, shared by all heads), then
 // every q and k pair rotated in place, the rotated k and the v heads written to the cache. kFp8: after a
 // barrier, the rotated k and the v heads quantized into the FP8 cache (store_token_kv_fp8).
 template <bool kFp8>
-__global__ void rope_store_kv_kernel(const __grid_constant__ RopeStoreParams p) {
+__global__ void rope_store_kv_kernel(const __grid_constant__ KvStoreParams p) {
   extern __shared__ float2 cos_sin[];  // [D / 2]
   const int64_t t = blockIdx.x, half = p.head_dim / 2, d = p.head_dim;
   const int64_t q_size = p.num_heads * d, kv_size = p.num_heads_kv * d;
@@ -133,59 +122,51 @@ __global__ void add_kernel(bf16* out, const bf16* a, const bf16* b, int64_t n) {
 
 }  // namespace
 
-void launch_embedding(bf16* out, const bf16* table, const int32_t* ids, int64_t num_tokens, int64_t hidden,
-                      cudaStream_t stream) {
-  if (num_tokens > 0) {
-    launch_kernel(copy_rows_kernel, static_cast<unsigned>(num_tokens), kThreads, 0, stream, out, table, ids, hidden);
+void launch_gather_rows(const GatherRowsParams& p, cudaStream_t stream) {
+  if (p.num_rows > 0) {
+    launch_kernel(copy_rows_kernel, static_cast<unsigned>(p.num_rows), kThreads, 0, stream, p.out, p.src, p.index,
+                  p.hidden);
   }
 }
 
-void launch_gather_rows(bf16* out, const bf16* x, const int32_t* rows, int64_t num_rows, int64_t hidden,
-                        cudaStream_t stream) {
-  if (num_rows > 0) {
-    launch_kernel(copy_rows_kernel, static_cast<unsigned>(num_rows), kThreads, 0, stream, out, x, rows, hidden);
+void launch_rope(const RopeParams& p, cudaStream_t stream) {
+  if (p.num_tokens > 0) {
+    launch_kernel(rope_kernel, static_cast<unsigned>(p.num_tokens), kThreads, 0, stream, p.qkv, p.positions,
+                  p.inv_freq, p.row_size, p.num_rope_heads, p.head_dim);
   }
 }
 
-void launch_rope(bf16* qkv, const int32_t* positions, const float* inv_freq, int64_t num_tokens, int64_t row_size,
-                 int64_t num_rope_heads, int64_t head_dim, cudaStream_t stream) {
-  if (num_tokens > 0) {
-    launch_kernel(rope_kernel, static_cast<unsigned>(num_tokens), kThreads, 0, stream, qkv, positions, inv_freq,
-                  row_size, num_rope_heads, head_dim);
+void launch_store_kv(const KvStoreParams& p, cudaStream_t stream) {
+  if (p.codes != nullptr) {
+    launch_store_kv_fp8(p, stream);
+    return;
+  }
+  if (p.num_tokens > 0) {
+    const int64_t q_size = p.num_heads * p.head_dim, kv_size = p.num_heads_kv * p.head_dim;
+    launch_kernel(store_kv_kernel, static_cast<unsigned>(p.num_tokens), kThreads, 0, stream, p.cache, p.qkv,
+                  p.slot_mapping, q_size + 2 * kv_size, q_size, kv_size, p.num_layers, p.layer, p.block_size);
   }
 }
 
-void launch_store_kv(bf16* cache, const bf16* qkv, const int64_t* slot_mapping, int64_t num_tokens,
-                     int64_t row_size, int64_t q_size, int64_t kv_size, int64_t num_layers, int64_t layer,
-                     int64_t block_size, cudaStream_t stream) {
-  if (num_tokens > 0) {
-    launch_kernel(store_kv_kernel, static_cast<unsigned>(num_tokens), kThreads, 0, stream, cache, qkv, slot_mapping,
-                  row_size, q_size, kv_size, num_layers, layer, block_size);
-  }
-}
-
-void launch_rope_store_kv(bf16* cache, uint8_t* codes, float* scales, bf16* qkv, const int32_t* positions,
-                          const float* inv_freq, const int64_t* slot_mapping, int64_t num_tokens, int64_t num_heads,
-                          int64_t num_heads_kv, int64_t head_dim, int64_t num_layers, int64_t layer,
-                          int64_t block_size, cudaStream_t stream) {
-  if (num_tokens == 0) return;
-  const RopeStoreParams p{cache, codes, scales, qkv, positions, inv_freq, slot_mapping, num_heads, num_heads_kv,
-                          head_dim, num_layers, layer, block_size};
-  const size_t smem = sizeof(float2) * static_cast<size_t>(head_dim / 2);
-  if (codes != nullptr) {
-    launch_kernel(rope_store_kv_kernel<true>, static_cast<unsigned>(num_tokens), kThreads, smem, stream, p);
+void launch_rope_store_kv(const KvStoreParams& p, cudaStream_t stream) {
+  if (p.num_tokens == 0) return;
+  const size_t smem = sizeof(float2) * static_cast<size_t>(p.head_dim / 2);
+  if (p.codes != nullptr) {
+    launch_kernel(rope_store_kv_kernel<true>, static_cast<unsigned>(p.num_tokens), kThreads, smem, stream, p);
   } else {
-    launch_kernel(rope_store_kv_kernel<false>, static_cast<unsigned>(num_tokens), kThreads, smem, stream, p);
+    launch_kernel(rope_store_kv_kernel<false>, static_cast<unsigned>(p.num_tokens), kThreads, smem, stream, p);
   }
 }
 
-void launch_silu_mul(bf16* out, const bf16* gate_up, int64_t num_tokens, int64_t inter, cudaStream_t stream) {
-  const int64_t n = num_tokens * inter;
-  if (n > 0) launch_kernel(silu_mul_kernel, blocks_for(n), kThreads, 0, stream, out, gate_up, num_tokens, inter);
+void launch_silu_mul(const SiluMulParams& p, cudaStream_t stream) {
+  const int64_t n = p.num_tokens * p.inter;
+  if (n > 0) {
+    launch_kernel(silu_mul_kernel, blocks_for(n), kThreads, 0, stream, p.out, p.gate_up, p.num_tokens, p.inter);
+  }
 }
 
-void launch_add(bf16* out, const bf16* a, const bf16* b, int64_t n, cudaStream_t stream) {
-  if (n > 0) launch_kernel(add_kernel, blocks_for(n), kThreads, 0, stream, out, a, b, n);
+void launch_add(const AddParams& p, cudaStream_t stream) {
+  if (p.n > 0) launch_kernel(add_kernel, blocks_for(p.n), kThreads, 0, stream, p.out, p.a, p.b, p.n);
 }
 
 }  // namespace tide::cuda

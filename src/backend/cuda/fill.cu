@@ -43,19 +43,18 @@ __global__ void __launch_bounds__(kThreads)
 
 }  // namespace
 
-void launch_fill_uniform(void* data, bool data_f32, int64_t n, float center, float amplitude, uint64_t seed,
-                         cudaStream_t stream) {
-  if (n <= 0) return;
-  TIDE_CHECK(reinterpret_cast<uintptr_t>(data) % 16 == 0);
-  const int64_t num_groups = (n + kPerThread - 1) / kPerThread;
+void launch_fill_uniform(const FillUniformParams& p, cudaStream_t stream) {
+  if (p.n <= 0) return;
+  TIDE_CHECK(reinterpret_cast<uintptr_t>(p.data) % 16 == 0);
+  const int64_t num_groups = (p.n + kPerThread - 1) / kPerThread;
   // Enough CTAs for every SM of the largest GPUs many times over; each loops over the rest.
   const auto blocks = static_cast<unsigned>(std::min<int64_t>((num_groups + kThreads - 1) / kThreads, 132 * 64));
-  if (data_f32) {
-    launch_kernel(fill_uniform_kernel<float>, blocks, kThreads, 0, stream, static_cast<float*>(data), n, center,
-                  amplitude, seed);
+  if (p.data_f32) {
+    launch_kernel(fill_uniform_kernel<float>, blocks, kThreads, 0, stream, static_cast<float*>(p.data), p.n,
+                  p.center, p.amplitude, p.seed);
   } else {
-    launch_kernel(fill_uniform_kernel<bf16>, blocks, kThreads, 0, stream, static_cast<bf16*>(data), n, center,
-                  amplitude, seed);
+    launch_kernel(fill_uniform_kernel<bf16>, blocks, kThreads, 0, stream, static_cast<bf16*>(p.data), p.n,
+                  p.center, p.amplitude, p.seed);
   }
 }
 

@@ -148,24 +148,25 @@ __global__ void __launch_bounds__(kThreads)
 
 }  // namespace
 
-void launch_quantize_fp8(uint8_t* out, float* scales, const bf16* x, int64_t rows, int64_t cols, cudaStream_t stream) {
-  if (rows <= 0) return;
-  const bool vec = cols % 8 == 0 && aligned(out) && aligned(x);
-  with_row_tile(cols, [&](auto threads, auto chunks) {
-    launch_kernel(quantize_fp8_kernel<threads.value, chunks.value>, static_cast<unsigned>(rows), threads.value, 0,
-                  stream, out, scales, x, cols, vec);
+void launch_quantize_fp8(const QuantizeFp8Params& p, cudaStream_t stream) {
+  if (p.rows <= 0) return;
+  TIDE_CHECK(!p.x_f32);
+  const auto* x = static_cast<const bf16*>(p.x);
+  const bool vec = p.cols % 8 == 0 && aligned(p.out) && aligned(x);
+  with_row_tile(p.cols, [&](auto threads, auto chunks) {
+    launch_kernel(quantize_fp8_kernel<threads.value, chunks.value>, static_cast<unsigned>(p.rows), threads.value, 0,
+                  stream, p.out, p.scales, x, p.cols, vec);
   });
 }
 
-void launch_quantize_fp8_rows(uint8_t* out, float* scales, const void* x, bool x_f32, int64_t rows, int64_t cols,
-                              cudaStream_t stream) {
-  if (rows <= 0) return;
-  if (x_f32) {
-    launch_kernel(quantize_fp8_rows_kernel<float>, static_cast<unsigned>(rows), kRowsThreads, 0, stream, out, scales,
-                  static_cast<const float*>(x), cols);
+void launch_quantize_fp8_rows(const QuantizeFp8Params& p, cudaStream_t stream) {
+  if (p.rows <= 0) return;
+  if (p.x_f32) {
+    launch_kernel(quantize_fp8_rows_kernel<float>, static_cast<unsigned>(p.rows), kRowsThreads, 0, stream, p.out,
+                  p.scales, static_cast<const float*>(p.x), p.cols);
   } else {
-    launch_kernel(quantize_fp8_rows_kernel<bf16>, static_cast<unsigned>(rows), kRowsThreads, 0, stream, out, scales,
-                  static_cast<const bf16*>(x), cols);
+    launch_kernel(quantize_fp8_rows_kernel<bf16>, static_cast<unsigned>(p.rows), kRowsThreads, 0, stream, p.out,
+                  p.scales, static_cast<const bf16*>(p.x), p.cols);
   }
 }
 
@@ -177,23 +178,21 @@ int silu_mul_fp8_split_parts(int64_t num_tokens, int64_t inter) {
              : 0;
 }
 
-void launch_silu_mul_fp8_split(uint8_t* out8, float* scales, const bf16* gate_up, int64_t num_tokens, int64_t inter,
-                               uint32_t* sync, cudaStream_t stream) {
-  const int parts = silu_mul_fp8_split_parts(num_tokens, inter);
+void launch_silu_mul_fp8_split(const SiluMulParams& p, cudaStream_t stream) {
+  const int parts = silu_mul_fp8_split_parts(p.num_tokens, p.inter);
   TIDE_CHECK(parts > 0);
-  const bool vec = inter % 8 == 0 && aligned(out8) && aligned(gate_up);
+  const bool vec = p.inter % 8 == 0 && aligned(p.out8) && aligned(p.gate_up);
   launch_kernel(silu_mul_fp8_split_kernel<kSwigluSplitElements / 8>,
-                dim3(static_cast<unsigned>(parts), static_cast<unsigned>(num_tokens)), kSwigluSplitElements / 8, 0,
-                stream, out8, scales, gate_up, inter, vec, sync);
+                dim3(static_cast<unsigned>(parts), static_cast<unsigned>(p.num_tokens)), kSwigluSplitElements / 8, 0,
+                stream, p.out8, p.scales, p.gate_up, p.inter, vec, p.sync);
 }
 
-void launch_silu_mul_fp8(uint8_t* out8, float* scales, const bf16* gate_up, int64_t num_tokens, int64_t inter,
-                         cudaStream_t stream) {
-  if (num_tokens <= 0) return;
-  const bool vec = inter % 8 == 0 && aligned(out8) && aligned(gate_up);
-  with_row_tile(inter, [&](auto threads, auto chunks) {
-    launch_kernel(silu_mul_fp8_kernel<threads.value, chunks.value>, static_cast<unsigned>(num_tokens), threads.value,
-                  0, stream, out8, scales, gate_up, inter, vec);
+void launch_silu_mul_fp8(const SiluMulParams& p, cudaStream_t stream) {
+  if (p.num_tokens <= 0) return;
+  const bool vec = p.inter % 8 == 0 && aligned(p.out8) && aligned(p.gate_up);
+  with_row_tile(p.inter, [&](auto threads, auto chunks) {
+    launch_kernel(silu_mul_fp8_kernel<threads.value, chunks.value>, static_cast<unsigned>(p.num_tokens),
+                  threads.value, 0, stream, p.out8, p.scales, p.gate_up, p.inter, vec);
   });
 }
 

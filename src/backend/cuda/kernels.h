@@ -28,68 +28,103 @@ inline constexpr int64_t kMaxRowElements = 40960;
 bool programmatic_launch();
 void set_programmatic_launch(bool on);
 
-// out[t] = table[ids[t]] (ids already range-checked on the host).  out: [T, H], table: [V, H].
-void launch_embedding(bf16* out, const bf16* table, const int32_t* ids, int64_t num_tokens, int64_t hidden,
-                      cudaStream_t stream);
-// out[i] = x[rows[i]].  out: [R, H], x: [T, H].
-void launch_gather_rows(bf16* out, const bf16* x, const int32_t* rows, int64_t num_rows, int64_t hidden,
-                        cudaStream_t stream);
-// out = w * (x - mean) / sqrt(var + eps), per row.  x, out: [T, H] (may alias), w: [H].
-void launch_layer_norm(bf16* out, const bf16* x, const bf16* w, int64_t num_tokens, int64_t hidden, float eps,
-                       cudaStream_t stream);
-// h = (h + a) + b (bf16 after each add), then out = w * (h - mean) / sqrt(var + eps).  h, a, b, out: [T, H].
-void launch_residual_layer_norm(bf16* h, const bf16* a, const bf16* b, bf16* out, const bf16* w, int64_t num_tokens,
-                                int64_t hidden, float eps, cudaStream_t stream);
-// In place on heads [0, num_rope_heads) of each row.  qkv: [T, row_size], inv_freq: [D / 2] f32.
-void launch_rope(bf16* qkv, const int32_t* positions, const float* inv_freq, int64_t num_tokens, int64_t row_size,
-                 int64_t num_rope_heads, int64_t head_dim, cudaStream_t stream);
-// K and V heads of each qkv row into layer `layer` of the cache at slot_mapping[t] (< 0: padding, skipped).
-// cache: [num_blocks, num_layers, 2, block_size, kv_size].
-void launch_store_kv(bf16* cache, const bf16* qkv, const int64_t* slot_mapping, int64_t num_tokens,
-                     int64_t row_size, int64_t q_size, int64_t kv_size, int64_t num_layers, int64_t layer,
-                     int64_t block_size, cudaStream_t stream);
-// launch_store_kv into an FP8 cache (kv_fp8.cu): codes [num_blocks, num_layers, 2, block_size, Hkv * D] and
-// one scale per head's vector, scales [num_blocks, num_layers, 2, Hkv, block_size] (backend.h, KvStorage).
-void launch_store_kv_fp8(uint8_t* codes, float* scales, const bf16* qkv, const int64_t* slot_mapping,
-                         int64_t num_tokens, int64_t row_size, int64_t q_size, int64_t num_heads_kv, int64_t head_dim,
-                         int64_t num_layers, int64_t layer, int64_t block_size, cudaStream_t stream);
-// launch_rope on the q and k heads, then launch_store_kv (cache) or launch_store_kv_fp8 (codes and scales;
-// cache null), in one kernel.
-void launch_rope_store_kv(bf16* cache, uint8_t* codes, float* scales, bf16* qkv, const int32_t* positions,
-                          const float* inv_freq, const int64_t* slot_mapping, int64_t num_tokens, int64_t num_heads,
-                          int64_t num_heads_kv, int64_t head_dim, int64_t num_layers, int64_t layer,
-                          int64_t block_size, cudaStream_t stream);
-// out = silu(gate) * up.  gate_up: [T, 2I], out: [T, I].
-void launch_silu_mul(bf16* out, const bf16* gate_up, int64_t num_tokens, int64_t inter, cudaStream_t stream);
-// out = a + b over n elements.
-void launch_add(bf16* out, const bf16* a, const bf16* b, int64_t n, cudaStream_t stream);
-// Per-token FP8 quantization (core/fp8.h): scales[r] = amax(row r) / 448, out = e4m3(x / scale). x: [rows, cols].
-void launch_quantize_fp8(uint8_t* out, float* scales, const bf16* x, int64_t rows, int64_t cols, cudaStream_t stream);
-// The same codes and scales for rows of any length, bf16 or f32 (x_f32): one CTA per row reading it twice
-// (weights quantized at load; rows longer than kMaxRowElements). x: [rows, cols].
-void launch_quantize_fp8_rows(uint8_t* out, float* scales, const void* x, bool x_f32, int64_t rows, int64_t cols,
-                              cudaStream_t stream);
-// launch_layer_norm's bf16 output, quantized per token as launch_quantize_fp8 would (the same bits), without
-// writing the bf16 row.  x: [T, H], out8: [T, H], scales: [T].
-void launch_layer_norm_fp8(uint8_t* out8, float* scales, const bf16* x, const bf16* w, int64_t num_tokens,
-                           int64_t hidden, float eps, cudaStream_t stream);
-// launch_residual_layer_norm (h updated in place), its normalized output quantized per token instead of written.
-void launch_residual_layer_norm_fp8(bf16* h, const bf16* a, const bf16* b, uint8_t* out8, float* scales,
-                                    const bf16* w, int64_t num_tokens, int64_t hidden, float eps,
-                                    cudaStream_t stream);
-// launch_silu_mul's bf16 output, quantized per token (the same bits as silu_mul then quantize_fp8).
-// gate_up: [T, 2I], out8: [T, I], scales: [T].
-void launch_silu_mul_fp8(uint8_t* out8, float* scales, const bf16* gate_up, int64_t num_tokens, int64_t inter,
-                         cudaStream_t stream);
+// out[i] = src[index[i]]: the embedding (the table's rows of the token ids, range-checked on the host) and
+// the gather of rows.
+struct GatherRowsParams {
+  bf16* out;             // [R, H]
+  const bf16* src;       // [V, H] (a table) or [T, H]
+  const int32_t* index;  // [R]
+  int64_t num_rows, hidden;
+};
+void launch_gather_rows(const GatherRowsParams& p, cudaStream_t stream);
+
+// out = w * (x - mean) / sqrt(var + eps), per row; with h, x is first the residual update h = (h + a) + b
+// (bf16 after each add, h updated in place); with out8, the bf16 output is quantized per token as
+// launch_quantize_fp8 would (the same bits) instead of written.
+struct LayerNormParams {
+  bf16* out = nullptr;       // [T, H] (may alias x), or null with out8:
+  uint8_t* out8 = nullptr;   // [T, H] e4m3 codes
+  float* scales = nullptr;   // [T]
+  const bf16* x = nullptr;   // [T, H], or null with the residual h, a, b: [T, H]
+  bf16* h = nullptr;
+  const bf16* a = nullptr;
+  const bf16* b = nullptr;
+  const bf16* w = nullptr;   // [H]
+  int64_t num_tokens = 0, hidden = 0;
+  float eps = 0;
+};
+void launch_layer_norm(const LayerNormParams& p, cudaStream_t stream);
+
+// In place on heads [0, num_rope_heads) of each row.
+struct RopeParams {
+  bf16* qkv;                 // [T, row_size]
+  const int32_t* positions;  // [T]
+  const float* inv_freq;     // [D / 2] f32
+  int64_t num_tokens, row_size, num_rope_heads, head_dim;
+};
+void launch_rope(const RopeParams& p, cudaStream_t stream);
+
+// The K and V heads of each qkv row into layer `layer` of the cache at slot_mapping[t] (< 0: padding, skipped):
+// a bf16 cache, or an FP8 cache's codes and one scale per head's vector (backend.h, KvStorage).
+struct KvStoreParams {
+  bf16* cache = nullptr;               // [num_blocks, num_layers, 2, block_size, Hkv * D], or null with FP8:
+  uint8_t* codes = nullptr;            // the same layout
+  float* scales = nullptr;             // [num_blocks, num_layers, 2, Hkv, block_size]
+  bf16* qkv = nullptr;                 // [T, (Hq + 2 Hkv) * D]
+  const int32_t* positions = nullptr;  // [T] (launch_rope_store_kv)
+  const float* inv_freq = nullptr;     // [D / 2] (launch_rope_store_kv)
+  const int64_t* slot_mapping = nullptr;  // [T]
+  int64_t num_tokens = 0, num_heads = 0, num_heads_kv = 0, head_dim = 0;
+  int64_t num_layers = 0, layer = 0, block_size = 0;
+};
+void launch_store_kv(const KvStoreParams& p, cudaStream_t stream);
+// launch_store_kv into an FP8 cache (kv_fp8.cu; launch_store_kv calls it when p.codes is set).
+void launch_store_kv_fp8(const KvStoreParams& p, cudaStream_t stream);
+// launch_rope on the q and k heads, then launch_store_kv, in one kernel.
+void launch_rope_store_kv(const KvStoreParams& p, cudaStream_t stream);
+
+// out = silu(gate) * up; the _fp8 launchers quantize it per token instead (the same bits as silu_mul then
+// quantize_fp8).
+struct SiluMulParams {
+  bf16* out = nullptr;          // [T, I] (launch_silu_mul)
+  uint8_t* out8 = nullptr;      // [T, I] e4m3 codes (the _fp8 launchers)
+  float* scales = nullptr;      // [T]
+  const bf16* gate_up = nullptr;  // [T, 2I]
+  int64_t num_tokens = 0, inter = 0;
+  uint32_t* sync = nullptr;     // launch_silu_mul_fp8_split: a stream's split scratch at kSwigluSplitSyncOffset
+};
+void launch_silu_mul(const SiluMulParams& p, cudaStream_t stream);
+void launch_silu_mul_fp8(const SiluMulParams& p, cudaStream_t stream);
 // The same for up to 8 tokens, each token's row spread over CTAs of 2048 elements that exchange their maxima
-// through `sync` (a stream's split scratch at kSwigluSplitSyncOffset, below). R7B FP8 decode steps on the H200
-// against one CTA of 256 threads per row: 1% faster at batch 1, 4.5% at 4, 6.7% at 8; at 16, one CTA of 1024
-// threads per row was 1.7% faster. How many CTAs per token it takes, or 0 for a shape it does not take.
+// through `sync` (below): at decode sizes one CTA per row leaves most SMs idle. How many CTAs per token it
+// takes, or 0 for a shape it does not take.
 inline constexpr int kSwigluSplitElements = 2048;  // per CTA
 inline constexpr int64_t kSwigluSplitMaxTokens = 8;
 int silu_mul_fp8_split_parts(int64_t num_tokens, int64_t inter);
-void launch_silu_mul_fp8_split(uint8_t* out8, float* scales, const bf16* gate_up, int64_t num_tokens, int64_t inter,
-                               uint32_t* sync, cudaStream_t stream);
+void launch_silu_mul_fp8_split(const SiluMulParams& p, cudaStream_t stream);
+
+// out = a + b over n elements.
+struct AddParams {
+  bf16* out;
+  const bf16* a;
+  const bf16* b;
+  int64_t n;
+};
+void launch_add(const AddParams& p, cudaStream_t stream);
+
+// Per-token FP8 quantization (core/fp8.h): scales[r] = amax(row r) / 448, out = e4m3(x / scale).
+struct QuantizeFp8Params {
+  uint8_t* out;     // [rows, cols]
+  float* scales;    // [rows]
+  const void* x;    // [rows, cols] bf16, or f32 with x_f32 (launch_quantize_fp8_rows only)
+  bool x_f32;
+  int64_t rows, cols;
+};
+// Rows of at most kMaxRowElements bf16 values, held in registers.
+void launch_quantize_fp8(const QuantizeFp8Params& p, cudaStream_t stream);
+// The same codes and scales for rows of any length, bf16 or f32: one CTA per row reading it twice (weights
+// quantized at load; rows longer than kMaxRowElements).
+void launch_quantize_fp8_rows(const QuantizeFp8Params& p, cudaStream_t stream);
 
 // FP8 matmul for decode-sized batches (fp8_small_matmul.cu): out[T, N] = alpha * x_scales[t] * w_scales[n] *
 // sum_k x8[t][k] w8[n][k], e4m3 products summed in f32. x8, w8 rows 16-byte aligned.
@@ -183,8 +218,14 @@ void launch_paged_attention(const PagedAttentionParams& p, float* part_out, floa
 
 // data[i] = uniform_fill::value(seed, i, center, amplitude) for i < n (fill.cu), as bf16 (rounded to nearest
 // even) or f32 (data_f32). data 16-byte aligned.
-void launch_fill_uniform(void* data, bool data_f32, int64_t n, float center, float amplitude, uint64_t seed,
-                         cudaStream_t stream);
+struct FillUniformParams {
+  void* data;
+  bool data_f32;
+  int64_t n;
+  float center, amplitude;
+  uint64_t seed;
+};
+void launch_fill_uniform(const FillUniformParams& p, cudaStream_t stream);
 
 // The sample op (sampling.cu): one CTA per row.
 struct SampleParams {

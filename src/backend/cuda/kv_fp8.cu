@@ -24,12 +24,12 @@ __global__ void __launch_bounds__(32 * kWarps)
 
 }  // namespace
 
-void launch_store_kv_fp8(uint8_t* codes, float* scales, const bf16* qkv, const int64_t* slot_mapping,
-                         int64_t num_tokens, int64_t row_size, int64_t q_size, int64_t num_heads_kv, int64_t head_dim,
-                         int64_t num_layers, int64_t layer, int64_t block_size, cudaStream_t stream) {
-  if (num_tokens == 0) return;
-  launch_kernel(store_kv_fp8_kernel, static_cast<unsigned>(num_tokens), 32 * kWarps, 0, stream, codes, scales, qkv,
-                slot_mapping, row_size, q_size, num_heads_kv, head_dim, num_layers, layer, block_size);
+void launch_store_kv_fp8(const KvStoreParams& p, cudaStream_t stream) {
+  if (p.num_tokens == 0) return;
+  const int64_t q_size = p.num_heads * p.head_dim, row_size = q_size + 2 * p.num_heads_kv * p.head_dim;
+  launch_kernel(store_kv_fp8_kernel, static_cast<unsigned>(p.num_tokens), 32 * kWarps, 0, stream, p.codes, p.scales,
+                p.qkv, p.slot_mapping, row_size, q_size, p.num_heads_kv, p.head_dim, p.num_layers, p.layer,
+                p.block_size);
 }
 
 }  // namespace tide::cuda

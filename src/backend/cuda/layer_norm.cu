@@ -111,37 +111,22 @@ bool vectorizable(const NormParams& p) {
 
 }  // namespace
 
-void launch_layer_norm(bf16* out, const bf16* x, const bf16* w, int64_t num_tokens, int64_t hidden, float eps,
-                       cudaStream_t stream) {
+void launch_layer_norm(const LayerNormParams& params, cudaStream_t stream) {
   NormParams p;
-  p.x = x, p.out = out, p.w = w, p.hidden = hidden, p.eps = eps;
+  p.h = params.h, p.a = params.a, p.b = params.b, p.x = params.x;
+  p.out = params.out, p.out8 = params.out8, p.scales = params.scales, p.w = params.w;
+  p.hidden = params.hidden, p.eps = params.eps;
   p.vec = vectorizable(p);
-  launch_norm<false, false>(p, num_tokens, stream);
-}
-
-void launch_residual_layer_norm(bf16* h, const bf16* a, const bf16* b, bf16* out, const bf16* w, int64_t num_tokens,
-                                int64_t hidden, float eps, cudaStream_t stream) {
-  NormParams p;
-  p.h = h, p.a = a, p.b = b, p.out = out, p.w = w, p.hidden = hidden, p.eps = eps;
-  p.vec = vectorizable(p);
-  launch_norm<true, false>(p, num_tokens, stream);
-}
-
-void launch_layer_norm_fp8(uint8_t* out8, float* scales, const bf16* x, const bf16* w, int64_t num_tokens,
-                           int64_t hidden, float eps, cudaStream_t stream) {
-  NormParams p;
-  p.x = x, p.out8 = out8, p.scales = scales, p.w = w, p.hidden = hidden, p.eps = eps;
-  p.vec = vectorizable(p);
-  launch_norm<false, true>(p, num_tokens, stream);
-}
-
-void launch_residual_layer_norm_fp8(bf16* h, const bf16* a, const bf16* b, uint8_t* out8, float* scales,
-                                    const bf16* w, int64_t num_tokens, int64_t hidden, float eps,
-                                    cudaStream_t stream) {
-  NormParams p;
-  p.h = h, p.a = a, p.b = b, p.out8 = out8, p.scales = scales, p.w = w, p.hidden = hidden, p.eps = eps;
-  p.vec = vectorizable(p);
-  launch_norm<true, true>(p, num_tokens, stream);
+  const bool residual = p.h != nullptr, fp8 = p.out8 != nullptr;
+  if (residual && fp8) {
+    launch_norm<true, true>(p, params.num_tokens, stream);
+  } else if (residual) {
+    launch_norm<true, false>(p, params.num_tokens, stream);
+  } else if (fp8) {
+    launch_norm<false, true>(p, params.num_tokens, stream);
+  } else {
+    launch_norm<false, false>(p, params.num_tokens, stream);
+  }
 }
 
 }  // namespace tide::cuda
