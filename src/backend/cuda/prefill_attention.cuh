@@ -16,6 +16,7 @@
 
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/mma_attention.cuh"
+#include "backend/cuda/prefill_tiling.h"
 
 namespace tide::cuda::mma {
 
@@ -67,12 +68,9 @@ __global__ void __launch_bounds__(PrefillConfig<D, kFp8>::kThreads, PrefillConfi
   const int pos_first = p.positions[seq_begin + tok_first];
   const int pos_max = pos_first + tok_last - tok_first;
   const int window = static_cast<int>(p.window);
-  // Key tiles start at multiples of kKeys, wherever the row tile starts: a row then sees the same tiles in
-  // the same order however the sequence was cut into chunks (tiles wholly masked for a row leave its state
-  // exactly unchanged), so a prompt gives the same outputs with or without a reused prefix.
-  const int first_read = window == 0 ? 0 : max(0, pos_first - window + 1);  // the first key any row sees
-  const int key_lo = first_read / C::kKeys * C::kKeys;
-  const int num_tiles = (pos_max - key_lo) / C::kKeys + 1;
+  // Key tiles at multiples of kKeys wherever the row tile starts (prefill_tiling.h).
+  const PrefillTiles tiles = prefill_tiles(pos_first, pos_max, window, C::kKeys);
+  const int first_read = tiles.first_read, key_lo = tiles.key_lo, num_tiles = tiles.num_tiles;
   const int32_t* table = p.block_tables + seq * p.max_blocks;
 
   extern __shared__ __align__(128) unsigned char smem[];
@@ -161,7 +159,7 @@ __global__ void __launch_bounds__(PrefillConfig<D, kFp8>::kThreads, PrefillConfi
 
       // Mask only tiles that some row does not see whole: past the first row's position, or before the last
       // row's window start.
-      const bool boundary = k0 + C::kSubKeys - 1 > pos_min || (window != 0 && k0 < pos_max - window + 1);
+      const bool boundary = prefill_needs_mask(k0, C::kSubKeys, pos_min, pos_max, window);
       if (boundary) {
         const int key_base = k0 + 2 * (lane % 4);
 #pragma unroll

@@ -20,6 +20,7 @@
 
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/prefill_attention.cuh"
+#include "backend/cuda/prefill_tiling.h"
 #include "backend/cuda/wgmma.cuh"
 
 namespace tide::cuda::mma {
@@ -91,9 +92,9 @@ __global__ void __launch_bounds__(WgmmaPrefillConfig<kFp8>::kThreads, 1)
   const int pos_first = p.positions[seq_begin + tok_first];
   const int pos_max = pos_first + tok_last - tok_first;
   const int window = static_cast<int>(p.window);
-  const int first_read = window == 0 ? 0 : max(0, pos_first - window + 1);
-  const int key_lo = first_read / C::kKeys * C::kKeys;
-  const int num_tiles = (pos_max - key_lo) / C::kKeys + 1;
+  // Key tiles at multiples of kKeys wherever the row tile starts (prefill_tiling.h).
+  const PrefillTiles tiles = prefill_tiles(pos_first, pos_max, window, C::kKeys);
+  const int first_read = tiles.first_read, key_lo = tiles.key_lo, num_tiles = tiles.num_tiles;
 
   extern __shared__ unsigned char smem_raw[];
   const uint32_t base = (smem_addr(smem_raw) + C::kAlign - 1) / C::kAlign * C::kAlign;
@@ -269,7 +270,7 @@ __global__ void __launch_bounds__(WgmmaPrefillConfig<kFp8>::kThreads, 1)
 
     // Mask only tiles that some row does not see whole: past the first row's position, or before the last
     // row's window start.
-    const bool boundary = k0 + C::kKeys - 1 > pos_min || (window != 0 && k0 < pos_max - window + 1);
+    const bool boundary = prefill_needs_mask(k0, C::kKeys, pos_min, pos_max, window);
     if (boundary) {
       const int key_base = k0 + 2 * (lane % 4);
 #pragma unroll

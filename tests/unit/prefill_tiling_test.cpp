@@ -1,0 +1,95 @@
+// The prefill attention kernels' tile arithmetic (backend/cuda/prefill_tiling.h), on the host, exhaustively over
+// small positions, windows, row-tile spans and tile sizes: every key a row sees is in a visited tile and no key
+// before the first one any row sees is read; the tiles a row meets do not depend on which row tile it falls in
+// (what makes a prompt's outputs independent of its chunking); a tile goes unmasked exactly when every row sees
+// all of its keys.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "backend/cuda/prefill_tiling.h"
+
+namespace tide::cuda {
+namespace {
+
+int first_visible(int pos, int window) { return window == 0 ? 0 : std::max(0, pos - window + 1); }
+
+// The starts of the visited tiles whose keys overlap what the row at `pos` sees.
+std::vector<int> tiles_met(const PrefillTiles& t, int tile_keys, int pos, int window) {
+  std::vector<int> met;
+  for (int i = 0; i < t.num_tiles; ++i) {
+    const int k0 = t.key_lo + i * tile_keys;
+    if (k0 <= pos && k0 + tile_keys - 1 >= first_visible(pos, window)) met.push_back(k0);
+  }
+  return met;
+}
+
+constexpr int kTileSizes[] = {16, 32, 64, 128};
+constexpr int kWindows[] = {0, 1, 5, 37, 64, 100, 128, 300};
+
+TEST(PrefillTiling, EveryVisibleKeyIsInAVisitedTileAndNothingBeforeTheWindowIsRead) {
+  for (const int tile : kTileSizes) {
+    for (const int window : kWindows) {
+      for (int pos_first = 0; pos_first < 420; pos_first += 7) {
+        for (int span = 1; span <= 70; span += 3) {
+          const int pos_max = pos_first + span - 1;
+          const PrefillTiles t = prefill_tiles(pos_first, pos_max, window, tile);
+          SCOPED_TRACE(testing::Message() << "tile " << tile << " window " << window << " rows " << pos_first << ".."
+                                          << pos_max);
+          ASSERT_EQ(t.key_lo % tile, 0);
+          ASSERT_EQ(t.first_read, first_visible(pos_first, window));
+          ASSERT_LE(t.key_lo, t.first_read);
+          ASSERT_GT(t.key_lo + tile, t.first_read);                  // the first tile holds the first key read
+          ASSERT_GE(t.key_lo + t.num_tiles * tile - 1, pos_max);     // the last tile holds the last row's key
+          ASSERT_LE(t.key_lo + (t.num_tiles - 1) * tile, pos_max);   // and no tile lies wholly past it
+          for (int pos = pos_first; pos <= pos_max; ++pos) {
+            ASSERT_GE(first_visible(pos, window), t.first_read);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(PrefillTiling, ARowMeetsTheSameTilesInWhicheverRowTileItFalls) {
+  for (const int tile : kTileSizes) {
+    for (const int window : kWindows) {
+      for (int pos = 0; pos < 400; pos += 5) {
+        const std::vector<int> alone = tiles_met(prefill_tiles(pos, pos, window, tile), tile, pos, window);
+        for (int before = 0; before <= 40; before += 9) {
+          for (int after = 0; after <= 40; after += 11) {
+            const int pos_first = std::max(0, pos - before), pos_max = pos + after;
+            const PrefillTiles t = prefill_tiles(pos_first, pos_max, window, tile);
+            EXPECT_EQ(tiles_met(t, tile, pos, window), alone)
+                << "tile " << tile << " window " << window << " row " << pos << " in " << pos_first << ".." << pos_max;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(PrefillTiling, ATileGoesUnmaskedExactlyWhenEveryRowSeesAllOfItsKeys) {
+  for (const int keys : {16, 32, 128}) {
+    for (const int window : kWindows) {
+      for (int pos_first = 0; pos_first < 300; pos_first += 13) {
+        for (int span = 1; span <= 40; span += 6) {
+          const int pos_max = pos_first + span - 1;
+          const PrefillTiles t = prefill_tiles(pos_first, pos_max, window, keys);
+          for (int k0 = t.key_lo; k0 <= pos_max; k0 += keys) {
+            bool every_row_sees_all = true;
+            for (int pos = pos_first; pos <= pos_max && every_row_sees_all; ++pos) {
+              every_row_sees_all = k0 >= first_visible(pos, window) && k0 + keys - 1 <= pos;
+            }
+            EXPECT_EQ(prefill_needs_mask(k0, keys, pos_first, pos_max, window), !every_row_sees_all)
+                << "keys " << k0 << "+" << keys << " window " << window << " rows " << pos_first << ".." << pos_max;
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tide::cuda
