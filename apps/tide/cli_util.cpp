@@ -3,9 +3,12 @@
 #include <algorithm>
 #include <bit>
 #include <charconv>
+#include <cctype>
 #include <cmath>
 #include <iostream>
 #include <optional>
+#include <string_view>
+#include <utility>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -166,16 +169,16 @@ void add_engine_flags(CLI::App* cmd, EngineFlags& flags) {
   cmd->add_flag("--no-prefix-caching", flags.no_prefix_caching, "Never reuse KV blocks across requests");
   cmd->add_flag("--enforce-eager", o.enforce_eager,
                 "Run every decode step op by op instead of replaying recorded CUDA graphs");
-  cmd->add_option("--quantization", o.quantization,
+  cmd->add_option("--quantization", flags.quantization,
                   "fp8: quantize the linear layers to FP8 E4M3 at load (one scale per weight row, activations per "
                   "token); FP8 checkpoints are read as FP8 without it")
       ->check(one_of({"fp8"}));
-  cmd->add_option("--load-format", o.load_format,
+  cmd->add_option("--load-format", flags.load_format,
                   "auto: the folder's safetensors checkpoint; dummy: random weights made on the device from "
                   "config.json alone (no checkpoint read), to serve or benchmark a model's shape; with "
                   "--quantization fp8 they are quantized like real weights")
       ->check(one_of({"auto", "dummy"}));
-  cmd->add_option("--kv-cache-dtype", o.kv_cache_dtype,
+  cmd->add_option("--kv-cache-dtype", flags.kv_cache_dtype,
                   "auto: the KV cache in the activation dtype; fp8 (fp8_e4m3): E4M3 codes with one scale per "
                   "head's key or value vector, about half the bytes (CUDA: head_dim 64, 128 or 256)")
       ->check(one_of({"auto", "fp8", "fp8_e4m3"}));
@@ -195,7 +198,37 @@ void add_engine_flags(CLI::App* cmd, EngineFlags& flags) {
 EngineOptions engine_options(const EngineFlags& flags) {
   EngineOptions options = flags.options;
   options.enable_prefix_caching = !flags.no_prefix_caching;
+  // The values one_of admitted when the flags were parsed.
+  if (flags.quantization == "fp8") options.quantization = Quantization::kFp8;
+  if (flags.load_format == "dummy") options.load_format = LoadFormat::kDummy;
+  if (flags.kv_cache_dtype == "fp8" || flags.kv_cache_dtype == "fp8_e4m3") options.kv_cache_dtype = KvCacheDtype::kFp8;
   return options;
+}
+
+std::string with_flag_names(std::string message) {
+  static constexpr std::pair<std::string_view, std::string_view> kFlags[] = {
+      {"block_size", "--block-size"},
+      {"kv_cache_memory", "--kv-cache-memory"},
+      {"host_kv_cache_memory", "--host-kv-cache-memory"},
+      {"gpu_memory_utilization", "--gpu-memory-utilization"},
+      {"max_num_seqs", "--max-num-seqs"},
+      {"max_num_batched_tokens", "--max-num-batched-tokens"},
+      {"max_model_len", "--max-model-len"},
+      {"kv_cache_dtype", "--kv-cache-dtype"},
+  };
+  auto word_char = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  for (const auto& [field, flag] : kFlags) {
+    for (size_t at = message.find(field); at != std::string::npos; at = message.find(field, at)) {
+      const size_t end = at + field.size();
+      if ((at > 0 && word_char(message[at - 1])) || (end < message.size() && word_char(message[end]))) {
+        at = end;
+        continue;
+      }
+      message.replace(at, field.size(), flag);
+      at += flag.size();
+    }
+  }
+  return message;
 }
 
 }  // namespace tide::cli

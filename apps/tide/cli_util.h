@@ -25,6 +25,9 @@ struct EngineFlags {
   std::string device = "auto";
   EngineOptions options;
   bool no_prefix_caching = false;
+  // The flags of EngineOptions' enums as given (checked against their values when parsed); engine_options()
+  // turns them into the enums. Empty: the option's default.
+  std::string quantization, load_format, kv_cache_dtype;
 };
 // Checks of flag values whose refusals say the accepted values in words: the message of each starts with
 // "must" or "is", and main prints it after the flag's name ("--block-size must be a positive power of two
@@ -53,6 +56,9 @@ inline constexpr int64_t kMaxNumSeqsFlag = 65536;
 void add_engine_flags(CLI::App* cmd, EngineFlags& flags);
 // The EngineOptions the flags ask for.
 EngineOptions engine_options(const EngineFlags& flags);
+// `message` (a tide::Error's) with the engine options it names by their EngineOptions field names
+// ("max_model_len must be ...") spelled as the flags that set them ("--max-model-len must be ...").
+std::string with_flag_names(std::string message);
 // Prints `j` on one line; invalid UTF-8 inside strings is replaced, never an exception.
 void print_json(const nlohmann::json& j);
 // Tells stderr when `tokenizer` is the stand-in of a folder without tokenizer files (Tokenizer::stand_in), whose

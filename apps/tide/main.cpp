@@ -8,6 +8,7 @@
 #include <iostream>
 #include <string>
 
+#include "apps/tide/cli_util.h"
 #include "apps/tide/commands.h"
 #include "core/error.h"
 
@@ -59,7 +60,7 @@ int main(int argc, char** argv) {
     return 2;
   } catch (const tide::Error& e) {
     std::fflush(stdout);
-    std::cerr << "tide: error: " << e.what() << "\n";
+    std::cerr << "tide: error: " << tide::cli::with_flag_names(e.what()) << "\n";
     return 1;
   } catch (const std::exception& e) {
     std::fflush(stdout);

@@ -81,10 +81,15 @@ void run_serve(const ServeArgs& args, const BackendWrapper& wrap) {
   sigaction(SIGTERM, &action, nullptr);
 
   const std::string device = args.engine.device;
+  // The server logs a load failure; its message names the flags, as the other commands' errors do.
   server::HttpServer server(so, [model = args.model, device, options, wrap] {
-    std::unique_ptr<Backend> backend = make_backend(device);
-    if (wrap) backend = wrap(std::move(backend), model);
-    return std::make_unique<Engine>(model, std::move(backend), options);
+    try {
+      std::unique_ptr<Backend> backend = make_backend(device);
+      if (wrap) backend = wrap(std::move(backend), model);
+      return std::make_unique<Engine>(model, std::move(backend), options);
+    } catch (const Error& e) {
+      throw Error(with_flag_names(e.what()));
+    }
   });
   // The first signal drains, a second one stops at once.
   std::thread watcher([&] {

@@ -212,12 +212,8 @@ Cohere2Model::~Cohere2Model() = default;
 Cohere2Model::Cohere2Model(Cohere2Model&&) noexcept = default;
 
 Cohere2Model Cohere2Model::load(const std::filesystem::path& dir, Backend& backend, const WeightLoadOptions& options) {
-  const std::string& format = options.load_format;
-  if (!format.empty() && format != "auto" && format != "dummy") {
-    fail("--load-format must be auto or dummy, got '{}'", format);
-  }
   ModelConfig config = ModelConfig::from_dir(dir);
-  if (format == "dummy") {
+  if (options.load_format == LoadFormat::kDummy) {
     Cohere2Weights weights = Cohere2Weights::dummy(config, backend, options);
     return Cohere2Model(std::move(config), std::move(weights), backend);
   }

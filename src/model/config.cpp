@@ -167,18 +167,18 @@ void check_fp8_scheme(const Fields& f, const json& scheme, const std::string& wh
   if (!s.boolean("symmetric", true)) fail("{}: field '{}.symmetric' is false: tide supports symmetric FP8", f.source(), where);
 }
 
-// config.json's quantization_config: absent (the checkpoint's own dtype, or --quantization at load) or
+// config.json's quantization_config: absent (the checkpoint's own dtype, or FP8 quantized at load) or
 // compressed-tensors FP8 as `tide quantize` writes it and vLLM reads it (rowwise E4M3 weights, dynamic
 // per-token activations). Anything else is refused by name rather than loaded with the wrong numerics.
-std::string quantization_of(const Fields& f, const json& j) {
-  if (!f.has("quantization_config")) return "";
+Quantization quantization_of(const Fields& f, const json& j) {
+  if (!f.has("quantization_config")) return Quantization::kNone;
   const json& q = j.at("quantization_config");
   if (!q.is_object()) fail("{}: field 'quantization_config' must be an object", f.source());
   const Fields qf(q, f.source());
   const std::string method = qf.string("quant_method", "");
   if (method != "compressed-tensors") {
     fail("{}: field 'quantization_config.quant_method' is '{}': tide loads compressed-tensors FP8 checkpoints "
-         "(rowwise E4M3 weights, as `tide quantize` writes) or quantizes a bf16 checkpoint with --quantization fp8",
+         "(rowwise E4M3 weights, as `tide quantize` writes) or quantizes a bf16 checkpoint to FP8 at load",
          f.source(), method);
   }
   const std::string format = qf.string("format", "float-quantized");
@@ -202,7 +202,7 @@ std::string quantization_of(const Fields& f, const json& j) {
       check_fp8_scheme(f, group.at("input_activations"), where + ".input_activations", "token", true);
     }
   }
-  return "fp8";
+  return Quantization::kFp8;
 }
 
 // Layers that share a window, in groups of at most P layers, so that one block of any group has the same

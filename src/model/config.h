@@ -37,6 +37,10 @@ struct LayerSpec {
   bool is_global() const { return window == kGlobalWindow; }
 };
 
+// How the linear layers' weights are stored or quantized at load: as the checkpoint is, or FP8 E4M3 (rowwise
+// weight scales, dynamic per-token activation scales; core/fp8.h).
+enum class Quantization { kNone, kFp8 };
+
 struct LayerGroup {
   int64_t window = kGlobalWindow;
   std::vector<int> layers;  // model layer indices, ascending
@@ -65,9 +69,9 @@ struct ModelConfig {
   // config.json "dtype" (or older "torch_dtype"): the dtype transformers instantiates the model in. It also
   // decides the precision of transformers' RoPE inv_freq buffer (see rope_inv_freq()). Empty when absent.
   std::string dtype;
-  // "fp8" for a compressed-tensors FP8 checkpoint (quantization_config: rowwise E4M3 weights, dynamic per-token
-  // activations), else empty. Other quantization configs are refused by from_json.
-  std::string quantization;
+  // kFp8 for a compressed-tensors FP8 checkpoint (quantization_config: rowwise E4M3 weights, dynamic per-token
+  // activations), else kNone. Other quantization configs are refused by from_json.
+  Quantization quantization = Quantization::kNone;
 
   std::vector<LayerSpec> layers;   // [num_layers]
   // Layers sharing a window, by window in order of first appearance, then by layer, at most

@@ -89,7 +89,9 @@ QuantizeReport quantize_checkpoint_fp8(const std::filesystem::path& in_dir, cons
   namespace fs = std::filesystem;
   if (max_shard_bytes <= 0) fail("the shard size must be positive, got {}", max_shard_bytes);
   std::error_code ec;
-  if (fs::exists(out_dir) && fs::equivalent(in_dir, out_dir, ec)) fail("--out must differ from --model ({})", out_dir.string());
+  if (fs::exists(out_dir) && fs::equivalent(in_dir, out_dir, ec)) {
+    fail("the output folder must differ from the input folder ({})", out_dir.string());
+  }
   if (fs::exists(out_dir) && !(fs::is_directory(out_dir) && fs::is_empty(out_dir))) {
     fail("{} exists and is not an empty folder: tide quantize does not overwrite", out_dir.string());
   }

@@ -189,7 +189,7 @@ Cohere2Weights Cohere2Weights::load(const ModelConfig& c, const Checkpoint& ckpt
   }
   // A folder whose config.json promises FP8 weights but whose checkpoint has none is mismatched (a config copied
   // over another checkpoint): refused rather than run in the checkpoint's dtype under an FP8 label.
-  if (c.quantization == "fp8" && !stored_fp8) {
+  if (c.quantization == Quantization::kFp8 && !stored_fp8) {
     fail("config.json's quantization_config describes compressed-tensors FP8, but no linear weight in the "
          "checkpoint is F8_E4M3");
   }
@@ -237,7 +237,7 @@ Cohere2Weights Cohere2Weights::load(const ModelConfig& c, const Checkpoint& ckpt
 }
 
 Cohere2Weights Cohere2Weights::dummy(const ModelConfig& c, Backend& backend, const WeightLoadOptions& options) {
-  const bool fp8 = options.quantize_fp8 || c.quantization == "fp8";
+  const bool fp8 = options.quantize_fp8 || c.quantization == Quantization::kFp8;
   if (fp8 && !backend.supports_fp8()) fail("the {} backend does not run FP8 models yet", backend.name());
   const int64_t h = c.hidden_size;
   uint64_t seed = 0x64756d6d79;  // "dummy"; one more per tensor

@@ -32,6 +32,10 @@ struct LayerWeights {
   Linear down;        // [H, I]
 };
 
+// Where the weights come from: the folder's safetensors checkpoint, or random weights from config.json alone
+// (kDummy, vLLM's load format "dummy"), for serving and benchmarking a model's shape without its checkpoint.
+enum class LoadFormat { kAuto, kDummy };
+
 struct WeightLoadOptions {
   // Quantize the linear layers of a BF16 / F16 / F32 checkpoint to FP8 at load (rowwise, core/fp8.h: on the
   // backend, Backend::quantize_fp8, from the checkpoint's own values); embedding, lm_head and norms stay as
@@ -40,9 +44,7 @@ struct WeightLoadOptions {
   // Called after each layer is uploaded with the checkpoint bytes read so far and in all (progress display);
   // for dummy weights, the bytes a bf16 checkpoint of the model would hold.
   std::function<void(int64_t done, int64_t total)> progress;
-  // "auto" (or ""): the folder's safetensors checkpoint; "dummy": random weights from config.json alone
-  // (vLLM's --load-format dummy), for serving and benchmarking a model's shape without its checkpoint.
-  std::string load_format = "auto";
+  LoadFormat load_format = LoadFormat::kAuto;
 };
 
 // The dummy weights: every matrix (embedding, lm_head, linear layers) uniform in [-kDummyWeightScale,

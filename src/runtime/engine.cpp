@@ -45,30 +45,20 @@ std::vector<int32_t> generation_config_eos(const std::filesystem::path& dir, int
 }
 
 WeightLoadOptions weight_load_options(const EngineOptions& options) {
-  if (!options.quantization.empty() && options.quantization != "fp8") {
-    fail("--quantization must be fp8 (or absent), got '{}'", options.quantization);
-  }
-  return WeightLoadOptions{options.quantization == "fp8", options.load_progress, options.load_format};
+  return WeightLoadOptions{options.quantization == Quantization::kFp8, options.load_progress, options.load_format};
 }
 
 }  // namespace
 
-KvCacheDtype kv_cache_dtype(const EngineOptions& options, const Cohere2Model& model) {
-  const std::string& d = options.kv_cache_dtype;
-  if (d.empty() || d == "auto") return KvCacheDtype::kAuto;
-  if (d != "fp8" && d != "fp8_e4m3") fail("--kv-cache-dtype must be auto or fp8 (fp8_e4m3), got '{}'", d);
+EngineOptions resolve_engine_options(EngineOptions options, const Cohere2Model& model) {
   const int64_t head_dim = model.config().head_dim;
-  if (!model.backend().supports_fp8_kv(head_dim)) {
-    fail("--kv-cache-dtype {}: the {} backend has no FP8 KV cache for this model's head_dim {}", d,
+  if (options.kv_cache_dtype == KvCacheDtype::kFp8 && !model.backend().supports_fp8_kv(head_dim)) {
+    fail("kv_cache_dtype fp8: the {} backend has no FP8 KV cache for this model's head_dim {}",
          model.backend().name(), head_dim);
   }
-  return KvCacheDtype::kFp8;
-}
-
-EngineOptions resolve_engine_options(EngineOptions options, const Cohere2Model& model) {
   const int64_t model_max = model.config().max_position_embeddings;
   if (options.max_model_len < 0 || options.max_model_len > model_max) {
-    fail("--max-model-len must be in [1, {}] (the model's maximum length; 0: that), got {}", model_max,
+    fail("max_model_len must be in [1, {}] (the model's maximum length; 0: that), got {}", model_max,
          options.max_model_len);
   }
   if (options.max_model_len == 0) options.max_model_len = model_max;
@@ -77,14 +67,14 @@ EngineOptions resolve_engine_options(EngineOptions options, const Cohere2Model& 
   // computes a step in proportion to its tokens, so smaller steps keep decodes of other requests flowing.
   if (options.max_num_batched_tokens == 0) options.max_num_batched_tokens = memory ? 8192 : 2048;
   if (options.max_prefill_chunk == 0) options.max_prefill_chunk = memory ? 8192 : 512;
-  if (options.max_prefill_chunk < 0) fail("prefill chunk must be positive, got {}", options.max_prefill_chunk);
+  if (options.max_prefill_chunk < 0) fail("max_prefill_chunk must be positive, got {}", options.max_prefill_chunk);
   if (options.max_num_batched_tokens < 0) {
-    fail("--max-num-batched-tokens must be positive, got {}", options.max_num_batched_tokens);
+    fail("max_num_batched_tokens must be positive, got {}", options.max_num_batched_tokens);
   }
-  if (options.max_num_seqs <= 0) fail("--max-num-seqs must be positive, got {}", options.max_num_seqs);
+  if (options.max_num_seqs <= 0) fail("max_num_seqs must be positive, got {}", options.max_num_seqs);
   if (options.kv_cache_memory != 0) return options;
   if (!(options.gpu_memory_utilization > 0 && options.gpu_memory_utilization <= 1)) {
-    fail("--gpu-memory-utilization must be in (0, 1], got {}", options.gpu_memory_utilization);
+    fail("gpu_memory_utilization must be in (0, 1], got {}", options.gpu_memory_utilization);
   }
   if (!memory) {
     options.kv_cache_memory = int64_t{256} << 20;
@@ -106,22 +96,22 @@ EngineOptions resolve_engine_options(EngineOptions options, const Cohere2Model& 
   options.kv_cache_memory = allowed - used - reserve;
   if (options.kv_cache_memory <= 0) {
     fail("no GPU memory is left for the KV cache: {} of {} bytes are in use after loading the model, "
-         "--gpu-memory-utilization {} allows {}, and steps of {} tokens need about {}",
+         "gpu_memory_utilization {} allows {}, and steps of {} tokens need about {}",
          used, memory->total, options.gpu_memory_utilization, allowed, step_tokens, reserve);
   }
   return options;
 }
 
 KvArenaSpec plan_kv_arena(const Cohere2Model& model, const EngineOptions& options) {
-  if (options.block_size <= 0) fail("--block-size must be positive, got {}", options.block_size);
-  if (options.kv_cache_memory <= 0) fail("--kv-cache-memory must be positive, got {}", options.kv_cache_memory);
+  if (options.block_size <= 0) fail("block_size must be positive, got {}", options.block_size);
+  if (options.kv_cache_memory <= 0) fail("kv_cache_memory must be positive, got {}", options.kv_cache_memory);
   if (options.host_kv_cache_memory < 0) {
-    fail("--host-kv-cache-memory must be >= 0, got {}", options.host_kv_cache_memory);
+    fail("host_kv_cache_memory must be >= 0, got {}", options.host_kv_cache_memory);
   }
-  const int64_t block_bytes = model.kv_block_bytes(options.block_size, kv_cache_dtype(options, model));
+  const int64_t block_bytes = model.kv_block_bytes(options.block_size, options.kv_cache_dtype);
   const int64_t blocks = options.kv_cache_memory / block_bytes;
   if (blocks < 1) {
-    fail("--kv-cache-memory of {} bytes holds no KV block ({} bytes: {} layers x {} positions)", options.kv_cache_memory,
+    fail("kv_cache_memory of {} bytes holds no KV block ({} bytes: {} layers x {} positions)", options.kv_cache_memory,
          block_bytes, model.config().layers_per_kv_block, options.block_size);
   }
   const int64_t host_blocks = options.host_kv_cache_memory / block_bytes;
@@ -136,7 +126,7 @@ Engine::Engine(const std::filesystem::path& model_dir, std::unique_ptr<Backend> 
       arena_(plan_kv_arena(executor_.model(), options_)),
       kv_manager_(make_kv_manager()) {
   executor_.model().set_graphs_enabled(!options_.enforce_eager);
-  executor_.allocate_kv(options_.block_size, arena_, kv_cache_dtype(options_, executor_.model()));
+  executor_.allocate_kv(options_.block_size, arena_, options_.kv_cache_dtype);
 
   stop_ids_ = generation_config_eos(model_dir, config().vocab_size);
   for (int32_t id : config().eos_token_ids) stop_ids_.push_back(id);
@@ -162,13 +152,13 @@ void Engine::check_prompt(std::span<const int32_t> prompt, int64_t max_new_token
   // Compared before adding, so that no max_new_tokens can overflow the sum.
   const int64_t total = static_cast<int64_t>(prompt.size()) + std::min(max_new_tokens, max_model_len() + 1);
   if (total > max_model_len()) {
-    fail("prompt ({} tokens) + max tokens ({}) exceeds the maximum length {} (--max-model-len)", prompt.size(), max_new_tokens,
-         max_model_len());
+    fail("prompt ({} tokens) + max tokens ({}) exceeds the maximum length {} (max_model_len)", prompt.size(),
+         max_new_tokens, max_model_len());
   }
   const int64_t chunk = std::min(options_.max_prefill_chunk, options_.max_num_batched_tokens);
   if (!kv_manager_.fits(total, chunk)) {
     fail("prompt ({} tokens) + max tokens ({}) needs {} KV blocks even when nothing else runs, but the KV cache "
-         "holds {} (--kv-cache-memory {} bytes)",
+         "holds {} (kv_cache_memory {} bytes)",
          prompt.size(), max_new_tokens, kv_manager_.max_arena_blocks(total, chunk), arena_.num_blocks,
          options_.kv_cache_memory);
   }
@@ -307,7 +297,7 @@ KvReport Engine::kv_report() const {
   std::lock_guard lock(step_mutex_);
   KvReport report;
   report.block_size = options_.block_size;
-  report.block_bytes = model().kv_block_bytes(options_.block_size, kv_cache_dtype(options_, model()));
+  report.block_bytes = model().kv_block_bytes(options_.block_size, options_.kv_cache_dtype);
   report.arena = kv_manager_.pool().stats();
   for (int g = 0; g < kv_manager_.num_groups(); ++g) {
     const LayerGroup& group = config().groups[static_cast<size_t>(g)];

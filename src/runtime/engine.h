@@ -45,9 +45,9 @@ struct EngineOptions {
   int64_t max_num_seqs = 256;                    // requests running at once
   bool enforce_eager = false;                    // never replay recorded graphs of decode steps
   int64_t max_model_len = 0;                     // longest prompt + max_tokens; 0: the model's maximum
-  std::string quantization;                      // "": as the checkpoint is; "fp8": linear layers to FP8 at load
-  std::string load_format;                       // "" / "auto": the checkpoint; "dummy": random weights (config.json)
-  std::string kv_cache_dtype;                    // "" / "auto": the activation dtype; "fp8": E4M3 (KvStorage)
+  Quantization quantization = Quantization::kNone;  // kFp8: a bf16 checkpoint's linear layers to FP8 at load
+  LoadFormat load_format = LoadFormat::kAuto;        // kDummy: random weights from config.json alone
+  KvCacheDtype kv_cache_dtype = KvCacheDtype::kAuto; // kAuto: the activation dtype; kFp8: E4M3 (KvStorage)
   // Called while the weights load with the checkpoint bytes uploaded so far and in all.
   std::function<void(int64_t done, int64_t total)> load_progress;
 };
@@ -97,15 +97,13 @@ struct KvReport {
   std::vector<KvGroupReport> groups;
 };
 
-// The KV cache's element type `options` asks for. Throws tide::Error naming --kv-cache-dtype when it is not
-// auto or fp8, or when `model`'s backend has no FP8 KV cache for its head_dim.
-KvCacheDtype kv_cache_dtype(const EngineOptions& options, const Cohere2Model& model);
 // `options` with the automatic values (0) resolved for `model`'s backend: the step sizes, the KV budget (the
 // bytes left beside the weights and the largest step), max_model_len (the model's maximum length). Throws
-// tide::Error naming the option when a value is out of range.
+// tide::Error naming the option (its field name: max_model_len) when a value is out of range, or when
+// `model`'s backend has no FP8 KV cache for its head_dim and kv_cache_dtype asks for one.
 EngineOptions resolve_engine_options(EngineOptions options, const Cohere2Model& model);
 // The KV arena (device blocks and host-tier slots, every group's block of one size) that `options`' byte
-// budgets buy for `model`. Throws tide::Error when a budget is invalid or buys no block.
+// budgets buy for `model`. Throws tide::Error naming the option when a budget is invalid or buys no block.
 KvArenaSpec plan_kv_arena(const Cohere2Model& model, const EngineOptions& options);
 
 class Engine {
@@ -128,7 +126,7 @@ class Engine {
   KvReport kv_report() const;
   // Counters and queue sizes, consistent (taken between steps); callable any time.
   EngineStats stats() const;
-  // The longest prompt + max_tokens a request may ask for (--max-model-len, at most the model's maximum).
+  // The longest prompt + max_tokens a request may ask for (options' max_model_len, at most the model's maximum).
   int64_t max_model_len() const { return options_.max_model_len; }
   // Token ids that end generation: generation_config.json's, config.json's and the tokenizer's EOS.
   const std::vector<int32_t>& stop_token_ids() const { return stop_ids_; }

@@ -15,13 +15,13 @@ void ModelExecutor::allocate_kv(int64_t block_size, const KvArenaSpec& arena, Kv
   try {
     host_kv_ = backend_->alloc_host(DType::kU8, Shape{arena.num_host_blocks, block_bytes});
   } catch (const Error& e) {
-    fail("the host tier of the KV cache (--host-kv-cache-memory: {} blocks of {} bytes) cannot be allocated: {}",
+    fail("the host tier of the KV cache (host_kv_cache_memory: {} blocks of {} bytes) cannot be allocated: {}",
          arena.num_host_blocks, block_bytes, e.what());
   }
   try {
     kv_ = model_.allocate_kv(block_size, arena.num_blocks, dtype);
   } catch (const Error& e) {
-    fail("the KV cache (--kv-cache-memory: {} blocks of {} bytes) cannot be allocated: {}", arena.num_blocks,
+    fail("the KV cache (kv_cache_memory: {} blocks of {} bytes) cannot be allocated: {}", arena.num_blocks,
          block_bytes, e.what());
   }
 }

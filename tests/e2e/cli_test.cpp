@@ -270,6 +270,8 @@ TEST(Cli, BadFlagValuesSayTheRangeInWordsWithExitStatus2) {
             "--kv-cache-memory must be a number of bytes ≥ 0 (plain, or with a unit: 512MiB, 2GB, 1TiB), got lots"},
            {gen + " --device tpu", "--device must be one of cpu, cuda, auto, got 'tpu'"},
            {gen + " --quantization int4", "--quantization must be fp8, got 'int4'"},
+           {gen + " --load-format pt", "--load-format must be one of auto, dummy, got 'pt'"},
+           {gen + " --kv-cache-dtype int8", "--kv-cache-dtype must be one of auto, fp8, fp8_e4m3, got 'int8'"},
            {gen + " --stop ''", "--stop is empty: a stop string needs at least one character"},
            {"generate " + kModel + " --prompt ''",
             "--prompt is empty: the prompt has no text to continue (give text, or --prompt-ids)"},

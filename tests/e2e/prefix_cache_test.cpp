@@ -21,7 +21,7 @@ struct Options {
   int64_t host_kv_cache_memory = 0;
   bool prefix_caching = true;
   int64_t chunk = 512;
-  std::string kv_cache_dtype = "";
+  KvCacheDtype kv_cache_dtype = KvCacheDtype::kAuto;
 };
 
 EngineOptions engine_options(const Options& o) {
@@ -43,7 +43,7 @@ Engine make_engine(const std::string& model, const Options& o) {
 int64_t memory_for_blocks(const std::string& model, const Options& o, int64_t blocks) {
   CpuBackend backend;
   const Cohere2Model m = Cohere2Model::load(fixture(model), backend);
-  return blocks * m.kv_block_bytes(o.block_size, kv_cache_dtype(engine_options(o), m));
+  return blocks * m.kv_block_bytes(o.block_size, o.kv_cache_dtype);
 }
 
 // The arena blocks one sequence of `num_tokens` takes at most (every group's need summed).
@@ -105,8 +105,9 @@ TEST_P(PrefixCacheTest, RandomRequestsEqualTheSameRequestsWithoutReuse) {
     for (int32_t& t : prefixes.back()) t = token(rng);
   }
   const int64_t longest = 7 * w + 2 * w + 6;
-  for (const auto& [block, kv_dtype] : {std::pair{int64_t{5}, ""}, std::pair{w + 3, ""}, std::pair{int64_t{5}, "fp8"},
-                                        std::pair{w + 3, "fp8"}}) {
+  for (const auto& [block, kv_dtype] :
+       {std::pair{int64_t{5}, KvCacheDtype::kAuto}, std::pair{w + 3, KvCacheDtype::kAuto},
+        std::pair{int64_t{5}, KvCacheDtype::kFp8}, std::pair{w + 3, KvCacheDtype::kFp8}}) {
     // An arena of ~4 of the longest requests (evictions), a host tier, chunks smaller than the window.
     Options small{.block_size = block, .host_kv_cache_memory = int64_t{4} << 20, .chunk = w / 2 + 1,
                   .kv_cache_dtype = kv_dtype};
@@ -124,7 +125,8 @@ TEST_P(PrefixCacheTest, RandomRequestsEqualTheSameRequestsWithoutReuse) {
       for (size_t i = 0; i < tail; ++i) prompt.push_back(token(rng));
       const GenerateResult got = greedy(reuse, prompt, 6);
       const GenerateResult want = greedy(fresh, prompt, 6);
-      EXPECT_EQ(got.ids, want.ids) << "request " << r << " block " << block << " kv " << kv_dtype;
+      EXPECT_EQ(got.ids, want.ids) << "request " << r << " block " << block << " kv "
+                                   << (kv_dtype == KvCacheDtype::kFp8 ? "fp8" : "auto");
       EXPECT_EQ(want.cached_tokens, 0);
       total_cached += got.cached_tokens;
       EXPECT_EQ(reuse.kv_cache().pool().num_in_use(), 0);

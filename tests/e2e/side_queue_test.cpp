@@ -100,7 +100,7 @@ TEST_P(SideQueue, ForwardPassKeepsTheRulesAndChangesNoResult) {
   greedy.ignore_eos = true;
   for (const char* quantization : {"", "fp8"}) {
     EngineOptions options;
-    options.quantization = quantization;
+    options.quantization = *quantization != 0 ? Quantization::kFp8 : Quantization::kNone;
     options.kv_cache_memory = int64_t{16} << 20;
     auto owned = std::make_unique<QueueCheckingBackend>(std::make_unique<CpuBackend>());
     QueueCheckingBackend* checked = owned.get();

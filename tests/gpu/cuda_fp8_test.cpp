@@ -294,7 +294,7 @@ TEST_P(CudaFp8Model, LogitsWithinTheFp8AndBf16Bounds) {
   enum class Path { kSmallKernel, kSmallChunks, kCublas };
   for (const Path path : {Path::kSmallKernel, Path::kSmallChunks, Path::kCublas}) {
     EngineOptions options;
-    options.quantization = "fp8";
+    options.quantization = Quantization::kFp8;
     options.kv_cache_memory = int64_t{256} << 20;
     options.max_prefill_chunk = path == Path::kSmallChunks ? 4 : 16;
     auto backend = std::make_unique<CudaBackend>();

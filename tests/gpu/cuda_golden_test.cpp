@@ -17,7 +17,7 @@ Engine cuda_engine(const std::string& model, int64_t block_size, bool reuse, con
   EngineOptions o;
   o.block_size = block_size;
   o.enable_prefix_caching = reuse;
-  o.kv_cache_dtype = kv_dtype;
+  o.kv_cache_dtype = kv_dtype == "fp8" ? KvCacheDtype::kFp8 : KvCacheDtype::kAuto;
   o.kv_cache_memory = int64_t{256} << 20;
   return Engine(fixture(model), std::make_unique<CudaBackend>(), o);
 }

@@ -168,8 +168,8 @@ TEST_F(CudaLoad, DummyModelsGenerate) {
     std::ofstream(dir.path() / "config.json") << config.dump();
     for (const std::string quantization : {"", "fp8"}) {
       EngineOptions options;
-      options.load_format = "dummy";
-      options.quantization = quantization;
+      options.load_format = LoadFormat::kDummy;
+      options.quantization = quantization.empty() ? Quantization::kNone : Quantization::kFp8;
       options.kv_cache_memory = int64_t{64} << 20;
       Engine engine(dir.path(), std::make_unique<CudaBackend>(), options);
       const std::string what = fmt::format("tied {} quantization '{}'", tied, quantization);

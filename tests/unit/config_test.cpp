@@ -195,7 +195,7 @@ TEST(ModelConfig, ErrorsNameTheField) {
 // refused with an error naming the field, never loaded with the wrong numerics.
 TEST(ModelConfig, QuantizationConfig) {
   nlohmann::json j = tiny_config();
-  EXPECT_EQ(ModelConfig::from_json(j, "c").quantization, "");
+  EXPECT_EQ(ModelConfig::from_json(j, "c").quantization, Quantization::kNone);
   const nlohmann::json weights = {{"num_bits", 8}, {"type", "float"}, {"strategy", "channel"}, {"symmetric", true},
                                   {"dynamic", false}};
   const nlohmann::json activations = {{"num_bits", 8}, {"type", "float"}, {"strategy", "token"}, {"symmetric", true},
@@ -207,9 +207,9 @@ TEST(ModelConfig, QuantizationConfig) {
                               {"ignore", {"lm_head"}},
                               {"kv_cache_scheme", nullptr}};
   j["quantization_config"] = fp8;
-  EXPECT_EQ(ModelConfig::from_json(j, "c").quantization, "fp8");
+  EXPECT_EQ(ModelConfig::from_json(j, "c").quantization, Quantization::kFp8);
   j["quantization_config"]["config_groups"]["group_0"].erase("input_activations");  // weight-only FP8
-  EXPECT_EQ(ModelConfig::from_json(j, "c").quantization, "fp8");
+  EXPECT_EQ(ModelConfig::from_json(j, "c").quantization, Quantization::kFp8);
 
   struct Refused {
     std::string path;  // JSON pointer into quantization_config
@@ -271,7 +271,7 @@ TEST(ModelConfig, RealModelConfigsOfBenchModels) {
     EXPECT_TRUE(c.tie_word_embeddings) << w.dir;
     EXPECT_EQ(c.logit_scale, 0.25) << w.dir;
     EXPECT_EQ(c.rope_theta, 50000.0) << w.dir;
-    EXPECT_EQ(c.quantization, "") << w.dir;
+    EXPECT_EQ(c.quantization, Quantization::kNone) << w.dir;
     // Three sliding groups (window 4096) and one global group, each of a quarter of the layers.
     EXPECT_EQ(c.layers_per_kv_block, w.layers / 4) << w.dir;
     ASSERT_EQ(c.groups.size(), 4u) << w.dir;

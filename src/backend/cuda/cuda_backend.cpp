@@ -106,8 +106,8 @@ CudaBackend::CudaBackend(int device)
       device_(device),
       fp8_small_max_tokens_(cuda::kFp8SmallMatmulMaxTokens) {
   int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) fail("--device cuda: no CUDA device is available");
-  if (device < 0 || device >= count) fail("--device cuda: device {} does not exist ({} present)", device, count);
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) fail("cuda backend: no CUDA device is available");
+  if (device < 0 || device >= count) fail("cuda backend: device {} does not exist ({} present)", device, count);
   TIDE_CUDA_CHECK(cudaSetDevice(device));
   TIDE_CUDA_CHECK(cudaDeviceGetAttribute(&num_sms_, cudaDevAttrMultiProcessorCount, device));
   TIDE_CUDA_CHECK(cudaStreamCreateWithFlags(&main_stream_, cudaStreamNonBlocking));
@@ -283,10 +283,8 @@ using cuda::typed;
 // out: [T, H], table: [V, H], ids: [T]
 void CudaBackend::embedding(Tensor out, const Tensor& table, const Tensor& ids) {
   TIDE_CHECK(out.dim(0) == ids.numel() && out.dim(1) == table.dim(1));
-  cuda::launch_gather_rows({.out = bf(out, "embedding output"),
-                            .src = bf(table, "embedding table"),
-                            .index = typed<int32_t>(ids, DType::kI32, "token ids"),
-                            .num_rows = ids.numel(),
+  cuda::launch_gather_rows({.out = bf(out, "embedding output"), .src = bf(table, "embedding table"),
+                            .index = typed<int32_t>(ids, DType::kI32, "token ids"), .num_rows = ids.numel(),
                             .hidden = table.dim(1)},
                            stream_);
 }
@@ -294,10 +292,8 @@ void CudaBackend::embedding(Tensor out, const Tensor& table, const Tensor& ids) 
 // out: [R, H], x: [T, H], rows: [R]
 void CudaBackend::gather_rows(Tensor out, const Tensor& x, const Tensor& rows) {
   TIDE_CHECK(out.dim(0) == rows.numel() && out.dim(1) == x.dim(1));
-  cuda::launch_gather_rows({.out = bf(out, "gather output"),
-                            .src = bf(x, "gather input"),
-                            .index = typed<int32_t>(rows, DType::kI32, "rows"),
-                            .num_rows = rows.numel(),
+  cuda::launch_gather_rows({.out = bf(out, "gather output"), .src = bf(x, "gather input"),
+                            .index = typed<int32_t>(rows, DType::kI32, "rows"), .num_rows = rows.numel(),
                             .hidden = x.dim(1)},
                            stream_);
 }
@@ -306,11 +302,8 @@ void CudaBackend::gather_rows(Tensor out, const Tensor& x, const Tensor& rows) {
 void CudaBackend::layer_norm(Tensor out, const Tensor& x, const Tensor& weight, float eps) {
   TIDE_CHECK(out.shape == x.shape && weight.numel() == x.dim(1));
   check_row(x.dim(1), "layer_norm");
-  cuda::launch_layer_norm({.out = bf(out, "layer_norm output"),
-                           .x = bf(x, "layer_norm input"),
-                           .w = bf(weight, "layer_norm weight"),
-                           .num_tokens = x.dim(0),
-                           .hidden = x.dim(1),
+  cuda::launch_layer_norm({.out = bf(out, "layer_norm output"), .x = bf(x, "layer_norm input"),
+                           .w = bf(weight, "layer_norm weight"), .num_tokens = x.dim(0), .hidden = x.dim(1),
                            .eps = eps},
                           stream_);
 }
@@ -320,14 +313,9 @@ void CudaBackend::residual_layer_norm(Tensor h, const Tensor& a, const Tensor& b
                                       float eps) {
   TIDE_CHECK(a.shape == h.shape && b.shape == h.shape && out.shape == h.shape && weight.numel() == h.dim(1));
   check_row(h.dim(1), "residual_layer_norm");
-  cuda::launch_layer_norm({.out = bf(out, "layer_norm output"),
-                           .h = bf(h, "residual"),
-                           .a = bf(a, "residual input"),
-                           .b = bf(b, "residual input"),
-                           .w = bf(weight, "layer_norm weight"),
-                           .num_tokens = h.dim(0),
-                           .hidden = h.dim(1),
-                           .eps = eps},
+  cuda::launch_layer_norm({.out = bf(out, "layer_norm output"), .h = bf(h, "residual"), .a = bf(a, "residual input"),
+                           .b = bf(b, "residual input"), .w = bf(weight, "layer_norm weight"), .num_tokens = h.dim(0),
+                           .hidden = h.dim(1), .eps = eps},
                           stream_);
 }
 
@@ -335,22 +323,18 @@ void CudaBackend::residual_layer_norm(Tensor h, const Tensor& a, const Tensor& b
 void CudaBackend::rope(Tensor qkv, const Tensor& positions, const Tensor& inv_freq, int64_t num_rope_heads) {
   const int64_t head_dim = 2 * inv_freq.numel();
   TIDE_CHECK(qkv.dim(0) == positions.numel() && num_rope_heads * head_dim <= qkv.dim(1));
-  cuda::launch_rope({.qkv = bf(qkv, "rope input"),
-                     .positions = typed<int32_t>(positions, DType::kI32, "positions"),
-                     .inv_freq = typed<float>(inv_freq, DType::kF32, "inv_freq"),
-                     .num_tokens = qkv.dim(0),
-                     .row_size = qkv.dim(1),
-                     .num_rope_heads = num_rope_heads,
-                     .head_dim = head_dim},
+  cuda::launch_rope({.qkv = bf(qkv, "rope input"), .positions = typed<int32_t>(positions, DType::kI32, "positions"),
+                     .inv_freq = typed<float>(inv_freq, DType::kF32, "inv_freq"), .num_tokens = qkv.dim(0),
+                     .row_size = qkv.dim(1), .num_rope_heads = num_rope_heads, .head_dim = head_dim},
                     stream_);
 }
 
 // out: [T, I], gate_up: [T, 2I]
 void CudaBackend::silu_mul(Tensor out, const Tensor& gate_up) {
   TIDE_CHECK(gate_up.dim(1) == 2 * out.dim(1) && gate_up.dim(0) == out.dim(0));
-  cuda::launch_silu_mul(
-      {.out = bf(out, "silu_mul output"), .gate_up = bf(gate_up, "gate_up"), .num_tokens = out.dim(0), .inter = out.dim(1)},
-      stream_);
+  cuda::launch_silu_mul({.out = bf(out, "silu_mul output"), .gate_up = bf(gate_up, "gate_up"),
+                         .num_tokens = out.dim(0), .inter = out.dim(1)},
+                        stream_);
 }
 
 void CudaBackend::copy(Tensor out, const Tensor& x) {
@@ -388,11 +372,8 @@ void CudaBackend::layer_norm_fp8(Tensor out8, Tensor scales, const Tensor& x, co
   check_row(x.dim(1), "layer_norm_fp8");
   cuda::launch_layer_norm({.out8 = typed<uint8_t>(out8, DType::kF8E4M3, "layer_norm_fp8 output"),
                            .scales = typed<float>(scales, DType::kF32, "layer_norm_fp8 scales"),
-                           .x = bf(x, "layer_norm input"),
-                           .w = bf(weight, "layer_norm weight"),
-                           .num_tokens = x.dim(0),
-                           .hidden = x.dim(1),
-                           .eps = eps},
+                           .x = bf(x, "layer_norm input"), .w = bf(weight, "layer_norm weight"),
+                           .num_tokens = x.dim(0), .hidden = x.dim(1), .eps = eps},
                           stream_);
 }
 
@@ -404,12 +385,8 @@ void CudaBackend::residual_layer_norm_fp8(Tensor h, const Tensor& a, const Tenso
   check_row(h.dim(1), "residual_layer_norm_fp8");
   cuda::launch_layer_norm({.out8 = typed<uint8_t>(out8, DType::kF8E4M3, "layer_norm_fp8 output"),
                            .scales = typed<float>(scales, DType::kF32, "layer_norm_fp8 scales"),
-                           .h = bf(h, "residual"),
-                           .a = bf(a, "residual input"),
-                           .b = bf(b, "residual input"),
-                           .w = bf(weight, "layer_norm weight"),
-                           .num_tokens = h.dim(0),
-                           .hidden = h.dim(1),
+                           .h = bf(h, "residual"), .a = bf(a, "residual input"), .b = bf(b, "residual input"),
+                           .w = bf(weight, "layer_norm weight"), .num_tokens = h.dim(0), .hidden = h.dim(1),
                            .eps = eps},
                           stream_);
 }
@@ -420,10 +397,8 @@ void CudaBackend::silu_mul_fp8(Tensor out8, Tensor scales, const Tensor& gate_up
   check_row(out8.dim(1), "silu_mul_fp8");
   const cuda::SiluMulParams p{
       .out8 = typed<uint8_t>(out8, DType::kF8E4M3, "silu_mul_fp8 output"),
-      .scales = typed<float>(scales, DType::kF32, "silu_mul_fp8 scales"),
-      .gate_up = bf(gate_up, "gate_up"),
-      .num_tokens = out8.dim(0),
-      .inter = out8.dim(1),
+      .scales = typed<float>(scales, DType::kF32, "silu_mul_fp8 scales"), .gate_up = bf(gate_up, "gate_up"),
+      .num_tokens = out8.dim(0), .inter = out8.dim(1),
       .sync = reinterpret_cast<uint32_t*>(static_cast<char*>(split_scratch_) + cuda::kSwigluSplitSyncOffset)};
   if (cuda::silu_mul_fp8_split_parts(p.num_tokens, p.inter) > 0) {
     cuda::launch_silu_mul_fp8_split(p, stream_);
