@@ -13,6 +13,7 @@
 #include <cuda_bf16.h>
 
 #include <array>
+#include <utility>
 
 #include "backend/cuda/fp8_mma.cuh"
 #include "backend/cuda/kernels.h"
@@ -136,64 +137,65 @@ void launch(Out* out, const Fp8SmallMatmul& p, cudaStream_t stream) {
       static_cast<int>(p.n));
 }
 
-// The kernel's shapes: 16-row m-tiles per CTA, 8-token n-tiles, 64-byte steps in flight per warp. More in
-// flight costs registers (fewer CTAs per SM); bigger CTAs read the activations from L2 less often.
-struct Variant {
+// The register-fed kernel's shapes: 16-row m-tiles per CTA, 8-token n-tiles, 64-byte steps in flight per
+// warp. More in flight costs registers (fewer CTAs per SM); bigger CTAs read the activations from L2 less
+// often. The dispatch picks among those whose n-tiles suit the tokens (choose_shape); a forced variant v <
+// kNumShapes is kShapes[v].
+struct Shape {
   int m_tiles, n_tiles, unroll;
 };
-constexpr Variant kVariants[] = {{1, 1, 4}, {1, 1, 8}, {2, 1, 4}, {1, 2, 4}, {2, 2, 4}};
-constexpr int kNumVariants = sizeof(kVariants) / sizeof(kVariants[0]);
+constexpr Shape kShapes[] = {{1, 1, 4}, {1, 1, 8}, {2, 1, 4}, {1, 2, 4}, {2, 2, 4}};
+constexpr int kNumShapes = sizeof(kShapes) / sizeof(kShapes[0]);
 
-template <typename Out>
-void launch_variant(int v, Out* out, const Fp8SmallMatmul& p, cudaStream_t stream) {
-  switch (v) {
-    case 0: return launch<1, 1, 4>(out, p, stream);
-    case 1: return launch<1, 1, 8>(out, p, stream);
-    case 2: return launch<2, 1, 4>(out, p, stream);
-    case 3: return launch<1, 2, 4>(out, p, stream);
-    default: return launch<2, 2, 4>(out, p, stream);
-  }
+template <typename Out, int... kShape>
+void launch_shape(int shape, Out* out, const Fp8SmallMatmul& p, cudaStream_t stream,
+                  std::integer_sequence<int, kShape...>) {
+  ((shape == kShape ? launch<kShapes[kShape].m_tiles, kShapes[kShape].n_tiles, kShapes[kShape].unroll>(out, p, stream)
+                    : void()),
+   ...);
 }
 
-// Resident CTAs per SM of each variant (from the compiled kernels' registers), asked once per process.
-template <typename Out>
-int ctas_per_sm(int v) {
-  static const auto occupancy = [] {
-    std::array<int, kNumVariants> o{};
-    auto ask = [&](int i, const void* kernel) {
-      if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&o[i], kernel, kWarps * 32, 0) != cudaSuccess || o[i] < 1) o[i] = 1;
-    };
-    ask(0, reinterpret_cast<const void*>(fp8_small_matmul_kernel<1, 1, 4, Out>));
-    ask(1, reinterpret_cast<const void*>(fp8_small_matmul_kernel<1, 1, 8, Out>));
-    ask(2, reinterpret_cast<const void*>(fp8_small_matmul_kernel<2, 1, 4, Out>));
-    ask(3, reinterpret_cast<const void*>(fp8_small_matmul_kernel<1, 2, 4, Out>));
-    ask(4, reinterpret_cast<const void*>(fp8_small_matmul_kernel<2, 2, 4, Out>));
-    return o;
-  }();
-  return occupancy[static_cast<size_t>(v)];
+// Resident CTAs per SM of each shape (from the compiled kernels' registers), asked once per process.
+template <typename Out, int... kShape>
+std::array<int, kNumShapes> occupancies(std::integer_sequence<int, kShape...>) {
+  std::array<int, kNumShapes> o{};
+  auto ask = [&](int i, const void* kernel) {
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&o[i], kernel, kWarps * 32, 0) != cudaSuccess || o[i] < 1) o[i] = 1;
+  };
+  (ask(kShape, reinterpret_cast<const void*>(fp8_small_matmul_kernel<kShapes[kShape].m_tiles,
+                                                                    kShapes[kShape].n_tiles, kShapes[kShape].unroll,
+                                                                    Out>)),
+   ...);
+  return o;
 }
 
-bool variant_fits(int v, int64_t num_tokens) {
+template <typename Out>
+int ctas_per_sm(int shape) {
+  static const std::array<int, kNumShapes> occupancy = occupancies<Out>(std::make_integer_sequence<int, kNumShapes>());
+  return occupancy[static_cast<size_t>(shape)];
+}
+
+bool shape_fits(int shape, int64_t num_tokens) {
   // One n-tile holds 8 tokens; two n-tiles for up to 16 (not used for 8 or fewer: twice the MMAs for nothing).
-  return kVariants[v].n_tiles == (num_tokens <= 8 ? 1 : 2);
+  return kShapes[shape].n_tiles == (num_tokens <= 8 ? 1 : 2);
 }
 
-// The variant whose grid fills its waves best: CTAs of one weight-row tile each, resident `ctas_per_sm` at a
+// The shape whose grid fills its waves best: CTAs of one weight-row tile each, resident `ctas_per_sm` at a
 // time per SM; a last wave that is mostly empty leaves SMs without loads in flight (R7B's gate_up at one
 // token: 2.3 waves of 32-row CTAs, the last mostly empty). Ties go to more steps in flight.
 template <typename Out>
-int choose_variant(const Fp8SmallMatmul& p, int num_sms) {
+int choose_shape(const Fp8SmallMatmul& p, int num_sms) {
   int best = -1;
   double best_fill = 0;
-  for (int v = 0; v < kNumVariants; ++v) {
-    if (!variant_fits(v, p.num_tokens)) continue;
-    const int64_t rows = 16 * kVariants[v].m_tiles;
+  for (int v = 0; v < kNumShapes; ++v) {
+    if (!shape_fits(v, p.num_tokens)) continue;
+    const int64_t rows = 16 * kShapes[v].m_tiles;
     const int64_t ctas = (p.n + rows - 1) / rows;
     const int64_t slots = static_cast<int64_t>(ctas_per_sm<Out>(v)) * num_sms;
     const int64_t waves = (ctas + slots - 1) / slots;
     const double fill = static_cast<double>(ctas) / static_cast<double>(waves * slots);
     if (best < 0 || fill > best_fill + 0.02 ||
-        (fill > best_fill - 0.02 && kVariants[v].unroll > kVariants[best].unroll)) {
+        (fill > best_fill - 0.02 && kShapes[v].unroll > kShapes[best].unroll)) {
       best = v;
       best_fill = fill;
     }
@@ -203,42 +205,51 @@ int choose_variant(const Fp8SmallMatmul& p, int num_sms) {
 
 template <typename Out>
 void dispatch(Out* out, const Fp8SmallMatmul& p, int num_sms, cudaStream_t stream) {
-  const int v = p.variant >= 0 && p.variant < kNumVariants && variant_fits(p.variant, p.num_tokens)
-                    ? p.variant
-                    : choose_variant<Out>(p, num_sms);
-  launch_variant(v, out, p, stream);
+  const int shape = p.variant >= 0 && p.variant < kNumShapes && shape_fits(p.variant, p.num_tokens)
+                        ? p.variant
+                        : choose_shape<Out>(p, num_sms);
+  launch_shape(shape, out, p, stream, std::make_integer_sequence<int, kNumShapes>());
 }
 
-// Shapes of the kernel that streams the weights through shared memory (fp8_stream_matmul.cu), numbered after
-// the register-fed ones: tensor-map copies or one bulk copy per row, stages in flight per CTA, CTAs per SM.
-struct StreamVariant {
-  bool tensor_map;
-  int stages, ctas_per_sm;
-};
-constexpr StreamVariant kStreamVariants[] = {{false, 4, 2}, {false, 3, 2}, {false, 8, 1}, {true, 4, 2},
-                                             {true, 6, 2},  {true, 8, 1},  {true, 2, 2}, {true, 0, 2}};
-constexpr int kNumStreamVariants = sizeof(kStreamVariants) / sizeof(kStreamVariants[0]);
-
-// Where the dispatch (variant -1) takes the streaming kernel, with tensor-map copies and up to 2 CTAs per SM:
-// - every matrix at up to 8 tokens, with 2 or 4 stages by the length of a CTA's stream (R7B 2, Command-A 4:
-//   fp8_stream_matmul.cu). In the decode step qkv then streams beside gate_up (R7B: 128 CTAs of 3 whole
-//   tiles, one per SM beside gate_up's two: stream_k_grid), so RoPE and the decode attention run beside
-//   gate_up on the SMs qkv's CTAs leave instead of after it; and R7B's CTAs hold 35 KB of shared memory, so
-//   the attention chain's CTAs fit beside them. Every R7B decode point up to 8 tokens got faster than with
-//   the register-fed qkv, gate_up and o; gate_up with more stages, or at one CTA per SM, was slower.
-// - above 8 tokens, matrices with K > N (the MLP's down projection: R7B [4096, 14336], Command-A [12288,
-//   36864]) and wide ones (N > 2K: gate_up), with 4 stages; the register-fed kernel for qkv and o. Streaming
-//   down and gate_up there was faster in the decode step than the register-fed kernel.
+// The streaming kernel's shapes (fp8_stream_matmul.cu) the dispatch ships with, all with tensor-map copies and
+// up to 2 CTAs per SM:
+// - kStreamFewTokens, every matrix at up to kFewTokens tokens, with 2 or 4 stages by the length of a CTA's
+//   stream (R7B 2, Command-A 4: fp8_stream_matmul.cu). In the decode step qkv then streams beside gate_up
+//   (R7B: 128 CTAs of 3 whole tiles, one per SM beside gate_up's two: stream_k_grid), so RoPE and the decode
+//   attention run beside gate_up on the SMs qkv's CTAs leave instead of after it; and R7B's CTAs hold 35 KB
+//   of shared memory, so the attention chain's CTAs fit beside them. Every R7B decode point up to 8 tokens got
+//   faster than with the register-fed qkv, gate_up and o; gate_up with more stages, or at one CTA per SM, was
+//   slower.
+// - kStreamMoreTokens, above kFewTokens tokens, for matrices with K > N (the MLP's down projection: R7B [4096,
+//   14336], Command-A [12288, 36864]) and wide ones (N > 2K: gate_up), with 4 stages; the register-fed kernel
+//   for qkv and o. Streaming down and gate_up there was faster in the decode step than the register-fed kernel.
 // The step times behind each choice are in docs/perf-log/2026-12.md (the 2026-12-03 entries of 4f7b291,
 // 0151337 and bc6ae84).
-constexpr int kFewTokensStreamVariant = 7;
+constexpr Fp8StreamShape kStreamFewTokens{.tensor_map = true, .stages = 0, .ctas_per_sm = 2};
+constexpr Fp8StreamShape kStreamMoreTokens{.tensor_map = true, .stages = 4, .ctas_per_sm = 2};
 constexpr int kFewTokens = 8;
-constexpr int kLongKStreamVariant = 3;
-constexpr int kWideStreamVariant = 3;
+
+// The streaming shapes a forced variant reaches (tests, benchmarks: the --fp8-variant sweep of tide_bench),
+// numbered after the register-fed ones: variant kNumShapes + i is kStreamShapes[i].
+constexpr Fp8StreamShape kStreamShapes[] = {{false, 4, 2}, {false, 3, 2}, {false, 8, 1}, kStreamMoreTokens,
+                                            {true, 6, 2},  {true, 8, 1},  {true, 2, 2},  kStreamFewTokens};
+constexpr int kNumStreamShapes = sizeof(kStreamShapes) / sizeof(kStreamShapes[0]);
+
+// The streaming shape for `p`: the forced variant's, or where the dispatch (variant -1) streams, the shipped
+// one; null for the register-fed kernel.
+const Fp8StreamShape* stream_shape(const Fp8SmallMatmul& p) {
+  if (p.variant >= kNumShapes && p.variant < kNumShapes + kNumStreamShapes) {
+    return &kStreamShapes[p.variant - kNumShapes];
+  }
+  if (p.variant != -1) return nullptr;
+  if (p.num_tokens <= kFewTokens) return &kStreamFewTokens;
+  if (p.k > p.n || p.n > 2 * p.k) return &kStreamMoreTokens;
+  return nullptr;
+}
 
 }  // namespace
 
-int fp8_small_matmul_num_variants() { return kNumVariants + kNumStreamVariants; }
+int fp8_small_matmul_num_variants() { return kNumShapes + kNumStreamShapes; }
 
 bool fp8_small_matmul_supports(int64_t num_tokens, int64_t k, int64_t n) {
   return num_tokens >= 1 && num_tokens <= kFp8SmallMatmulMaxTokens && k > 0 && k % 16 == 0 && n > 0 &&
@@ -246,17 +257,8 @@ bool fp8_small_matmul_supports(int64_t num_tokens, int64_t k, int64_t n) {
 }
 
 void launch_fp8_small_matmul(const Fp8SmallMatmul& p, int num_sms, cudaStream_t stream) {
-  int variant = p.variant;
-  if (variant == -1 && p.num_tokens <= kFewTokens) {
-    variant = kNumVariants + kFewTokensStreamVariant;
-  } else if (variant == -1 && p.k > p.n) {
-    variant = kNumVariants + kLongKStreamVariant;
-  } else if (variant == -1 && p.num_tokens > 8 && p.n > 2 * p.k) {
-    variant = kNumVariants + kWideStreamVariant;
-  }
-  if (variant >= kNumVariants && variant < kNumVariants + kNumStreamVariants) {
-    const StreamVariant& v = kStreamVariants[variant - kNumVariants];
-    launch_fp8_stream_matmul(p, v.tensor_map, v.stages, num_sms, v.ctas_per_sm, stream);
+  if (const Fp8StreamShape* shape = stream_shape(p)) {
+    launch_fp8_stream_matmul(p, *shape, num_sms, stream);
   } else if (p.out_f32) {
     dispatch(static_cast<float*>(p.out), p, num_sms, stream);
   } else {

@@ -316,10 +316,9 @@ void launch(Out* out, const Fp8SmallMatmul& p, const CUtensorMap& map, int stage
       stream_k_grid((p.n + kTileRows - 1) / kTileRows, (p.k + kChunk - 1) / kChunk, num_sms, ctas_per_sm));
   if (stages == 0) {
     // A CTA's stream of up to 32 units (R7B's four projections: 4-28) on 2 stages, longer ones (Command-A's:
-    // 36-216) on 4. R7B FP8 decode, step ms at batch 1 / 8, 1K context: 2 stages everywhere 2.67 / 3.09-3.10,
-    // 4 everywhere 2.74-2.77 / 3.15; Command-A: 2 stages 30.12 / 30.77-30.83, 4 stages 28.96 / 30.83-30.91.
-    // Short streams spend much of their time in the stages filled before the grid dependency wait, and fewer
-    // bytes in flight leave the attention chain's loads shorter queues; long ones need more in flight.
+    // 36-216) on 4 (the step times behind it: docs/perf-log/2026-12.md). Short streams spend much of their
+    // time in the stages filled before the grid dependency wait, and fewer bytes in flight leave the attention
+    // chain's loads shorter queues; long ones need more in flight.
     stages = (p.n + kTileRows - 1) / kTileRows * ((p.k + kChunk - 1) / kChunk) <= 32 * int64_t{grid} ? 2 : 4;
   }
   const size_t smem = smem_bytes(kFeed, stages);
@@ -373,15 +372,15 @@ size_t fp8_split_scratch_bytes(int num_sms) {
   return kFp8SplitCountersBytes + static_cast<size_t>(num_sms) * kMaxCtasPerSm * 2 * kSlotFloats * sizeof(float);
 }
 
-void launch_fp8_stream_matmul(const Fp8SmallMatmul& p, bool tensor_map, int stages, int num_sms, int ctas_per_sm,
-                              cudaStream_t stream) {
+void launch_fp8_stream_matmul(const Fp8SmallMatmul& p, const Fp8StreamShape& shape, int num_sms, cudaStream_t stream) {
+  const int stages = shape.stages, ctas_per_sm = shape.ctas_per_sm;
   TIDE_CHECK((stages == 0 || (stages >= 2 && stages <= kFp8StreamMaxStages)) && ctas_per_sm >= 1 &&
              ctas_per_sm <= kMaxCtasPerSm);
   TIDE_CHECK(int64_t{num_sms} * kMaxCtasPerSm * sizeof(int) <= kSwigluSplitSyncOffset);
   if (p.out_f32) {
-    dispatch(static_cast<float*>(p.out), p, tensor_map, stages, num_sms, ctas_per_sm, stream);
+    dispatch(static_cast<float*>(p.out), p, shape.tensor_map, stages, num_sms, ctas_per_sm, stream);
   } else {
-    dispatch(static_cast<bf16*>(p.out), p, tensor_map, stages, num_sms, ctas_per_sm, stream);
+    dispatch(static_cast<bf16*>(p.out), p, shape.tensor_map, stages, num_sms, ctas_per_sm, stream);
   }
 }
 

@@ -138,8 +138,9 @@ struct Fp8SmallMatmul {
   const float* w_scales;   // [N]
   float alpha;
   int64_t num_tokens, k, n;
-  // The kernel and its shape (tests, benchmarks): -1 picks per matrix (fp8_small_matmul.cu), -2 the register-fed
-  // kernel with its shape picked per matrix, 0 .. fp8_small_matmul_num_variants() - 1 one shape.
+  // The kernel and its shape (tests, benchmarks: tide_bench --fp8-variant): -1 picks per matrix
+  // (fp8_small_matmul.cu), -2 the register-fed kernel with its shape picked per matrix, 0 ..
+  // fp8_small_matmul_num_variants() - 1 one shape (the register-fed kernel's, then the streaming kernel's).
   int variant = -1;
   // Zeroed scratch of the stream's split tiles (fp8_stream_matmul.cu), fp8_split_scratch_bytes() long; one
   // per stream (kernels of one stream use it one after another). Its counters are left zero by every kernel.
@@ -150,10 +151,15 @@ int fp8_small_matmul_num_variants();
 // Whether the kernel takes this shape: 1 <= T <= kFp8SmallMatmulMaxTokens, K a multiple of 16.
 bool fp8_small_matmul_supports(int64_t num_tokens, int64_t k, int64_t n);
 void launch_fp8_small_matmul(const Fp8SmallMatmul& p, int num_sms, cudaStream_t stream);
-// The same product with the weights streamed through shared memory by bulk copies (fp8_stream_matmul.cu):
-// `stages` stages of 16-17 KB in flight per CTA (0: 2 or 4 by the length of a CTA's stream), `ctas_per_sm` (1
-// or 2) CTAs per SM at most (fewer where whole row tiles then balance: stream_k_grid); with `tensor_map`, one
-// tensor-map copy per stage where the shape allows (K a multiple of 64), else one bulk copy per weight row.
+// The same product with the weights streamed through shared memory by bulk copies (fp8_stream_matmul.cu), in
+// one of its shapes (fp8_small_matmul.cu names the ones its dispatch takes).
+struct Fp8StreamShape {
+  bool tensor_map;  // one tensor-map copy per stage where the shape allows (K a multiple of 64), else one bulk
+                    // copy per weight row
+  int stages;       // stages of 16-17 KB in flight per CTA, 2 .. kFp8StreamMaxStages (0: 2 or 4 by the length
+                    // of a CTA's stream)
+  int ctas_per_sm;  // 1 or 2 at most (fewer where whole row tiles then balance: stream_k_grid)
+};
 inline constexpr int kFp8StreamMaxStages = 8;
 inline constexpr size_t kFp8SplitCountersBytes = 8192;
 // The split SwiGLU's words in those counters' bytes, after the stream-K counters: an epoch per token (it only
@@ -165,8 +171,7 @@ static_assert(kSwigluSplitEpochWords >= kSwigluSplitMaxTokens);
 static_assert(kSwigluSplitSyncOffset + 4 * kSwigluSplitEpochWords + 8 * kSwigluSplitMaxTokens * kSwigluSplitMaxParts <=
               kFp8SplitCountersBytes);
 size_t fp8_split_scratch_bytes(int num_sms);
-void launch_fp8_stream_matmul(const Fp8SmallMatmul& p, bool tensor_map, int stages, int num_sms, int ctas_per_sm,
-                              cudaStream_t stream);
+void launch_fp8_stream_matmul(const Fp8SmallMatmul& p, const Fp8StreamShape& shape, int num_sms, cudaStream_t stream);
 // The layout the tensor-map copies use on this driver: "step-major", "row-major" or "none" (none encodes:
 // every stage is then copied row by row).
 const char* fp8_stream_tensor_feed();
