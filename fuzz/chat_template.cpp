@@ -2,7 +2,7 @@
 // parses is rendered with the variables transformers gives a chat template (a fixed conversation with a system
 // prompt, tool calls, tools and documents, the special tokens), under smaller limits than the server's, so that
 // an input the limits do not bound shows up as a libFuzzer timeout.
-#include "chat/jinja_template.h"
+#include "chat/jinja/jinja_template.h"
 #include "fuzz/fuzz_util.h"
 
 namespace {

@@ -7,7 +7,7 @@
 
 #include <fmt/ranges.h>
 
-#include "chat/jinja_template.h"
+#include "chat/jinja/jinja_template.h"
 #include "core/error.h"
 
 namespace tide {

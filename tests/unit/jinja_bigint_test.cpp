@@ -8,8 +8,8 @@
 #include <nlohmann/json.hpp>
 
 #include "chat/chat_template.h"
-#include "chat/jinja_bigint.h"
-#include "chat/jinja_template.h"
+#include "chat/jinja/jinja_bigint.h"
+#include "chat/jinja/jinja_template.h"
 #include "chat/json_exact.h"
 #include "core/error.h"
 

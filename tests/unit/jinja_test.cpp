@@ -14,8 +14,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "chat/jinja_strings.h"
-#include "chat/jinja_template.h"
+#include "chat/jinja/jinja_strings.h"
+#include "chat/jinja/jinja_template.h"
 #include "chat/json_exact.h"
 #include "core/error.h"
 
