@@ -44,6 +44,30 @@ struct PrefillParams {
   float scale_log2;       // D^-0.5 * log2(e): softmax in base 2
 };
 
+// The row tile a prefill CTA serves (both prefill kernels): blockIdx.x is (sequence, row tile), a sequence's
+// later row tiles first (they see more keys under a causal mask, so the short ones fill the tail); a row is
+// (new token, query head of the group), kRows rows per tile. 32-bit arithmetic: a 64-bit division is a call,
+// and calls spill registers. The CTA has nothing to do when row0 >= num_rows.
+struct PrefillRowTile {
+  int seq, seq_begin, num_rows, row0;
+  int tok_first, pos_first, pos_max;  // a sequence's new tokens have consecutive positions
+};
+
+template <int kRows>
+__device__ __forceinline__ PrefillRowTile prefill_row_tile(const PrefillParams& pp) {
+  const PagedAttentionParams& p = pp.p;
+  PrefillRowTile t;
+  t.seq = static_cast<int>(blockIdx.x) / pp.tiles_per_seq;
+  t.row0 = (pp.tiles_per_seq - 1 - static_cast<int>(blockIdx.x) % pp.tiles_per_seq) * kRows;
+  t.seq_begin = p.seq_starts[t.seq];
+  t.num_rows = (p.seq_starts[t.seq + 1] - t.seq_begin) * pp.group;
+  t.tok_first = t.row0 / pp.group;
+  const int tok_last = (min(t.num_rows, t.row0 + kRows) - 1) / pp.group;
+  t.pos_first = t.row0 < t.num_rows ? p.positions[t.seq_begin + t.tok_first] : 0;
+  t.pos_max = t.pos_first + tok_last - t.tok_first;
+  return t;
+}
+
 // kFp8: K/V from an FP8 cache (KvTileCopy; all threads widen a tile, then a barrier; the keys' scales
 // go on the scores and probabilities).
 template <int D, bool kFp8 = false>
@@ -52,21 +76,13 @@ __global__ void __launch_bounds__(PrefillConfig<D, kFp8>::kThreads, PrefillConfi
   begin_dependent_kernel();
   using C = PrefillConfig<D, kFp8>;
   const PagedAttentionParams& p = pp.p;
-  const int seq = static_cast<int>(blockIdx.x) / pp.tiles_per_seq;
-  // Later row tiles see more keys under a causal mask: launch them first so the short ones fill the tail.
-  const int row_tile = pp.tiles_per_seq - 1 - static_cast<int>(blockIdx.x) % pp.tiles_per_seq;
+  const PrefillRowTile rt = prefill_row_tile<C::kRows>(pp);
+  if (rt.row0 >= rt.num_rows) return;
+  const int seq = rt.seq, num_rows = rt.num_rows, row0 = rt.row0;
+  const int tok_first = rt.tok_first, pos_first = rt.pos_first, pos_max = rt.pos_max;
   const int64_t kv_head = blockIdx.y;
-  const int64_t seq_begin = p.seq_starts[seq];
+  const int64_t seq_begin = rt.seq_begin;
   const int group = pp.group;
-  // 32-bit row and position arithmetic: a 64-bit division is a call, and calls spill registers.
-  const int num_rows = (p.seq_starts[seq + 1] - static_cast<int>(seq_begin)) * group;
-  const int row0 = static_cast<int>(row_tile) * C::kRows;
-  if (row0 >= num_rows) return;
-
-  // The new tokens of a sequence have consecutive positions.
-  const int tok_first = row0 / group, tok_last = (min(num_rows, row0 + C::kRows) - 1) / group;
-  const int pos_first = p.positions[seq_begin + tok_first];
-  const int pos_max = pos_first + tok_last - tok_first;
   const int window = static_cast<int>(p.window);
   // Key tiles at multiples of kKeys wherever the row tile starts (prefill_tiling.h).
   const PrefillTiles tiles = prefill_tiles(pos_first, pos_max, window, C::kKeys);

@@ -78,19 +78,12 @@ __global__ void __launch_bounds__(WgmmaPrefillConfig<kFp8>::kThreads, 1)
   using C = WgmmaPrefillConfig<kFp8>;
   constexpr int D = C::kD;
   const PagedAttentionParams& p = pp.p;
-  const int seq = static_cast<int>(blockIdx.x) / pp.tiles_per_seq;
-  // Later row tiles see more keys under a causal mask: launch them first so the short ones fill the tail.
-  const int row_tile = pp.tiles_per_seq - 1 - static_cast<int>(blockIdx.x) % pp.tiles_per_seq;
+  const PrefillRowTile rt = prefill_row_tile<C::kRows>(pp);
+  if (rt.row0 >= rt.num_rows) return;
+  const int seq = rt.seq, seq_begin = rt.seq_begin, num_rows = rt.num_rows, row0 = rt.row0;
+  const int tok_first = rt.tok_first, pos_first = rt.pos_first, pos_max = rt.pos_max;
   const int kv_head = static_cast<int>(blockIdx.y);
-  const int seq_begin = p.seq_starts[seq];
   const int group = pp.group;
-  const int num_rows = (p.seq_starts[seq + 1] - seq_begin) * group;
-  const int row0 = row_tile * C::kRows;
-  if (row0 >= num_rows) return;
-
-  const int tok_first = row0 / group, tok_last = (min(num_rows, row0 + C::kRows) - 1) / group;
-  const int pos_first = p.positions[seq_begin + tok_first];
-  const int pos_max = pos_first + tok_last - tok_first;
   const int window = static_cast<int>(p.window);
   // Key tiles at multiples of kKeys wherever the row tile starts (prefill_tiling.h).
   const PrefillTiles tiles = prefill_tiles(pos_first, pos_max, window, C::kKeys);
@@ -152,7 +145,7 @@ __global__ void __launch_bounds__(WgmmaPrefillConfig<kFp8>::kThreads, 1)
         const int next_row = cache_row_of(it + 1);
         if (it >= C::kStages) mbar_wait(empty_bar + 8 * stage, ((it / C::kStages) - 1) & 1);
         const uint32_t k_tile = stages + stage * C::kStageBytes, v_tile = k_tile + C::kTileBytes;
-  #pragma unroll
+#pragma unroll
         for (int i = 0; i < 16; ++i) {
           const int r = 2 * i + lane / 16;  // the warp's row
           const int src_row = __shfl_sync(0xffffffffu, cache_row, r);
