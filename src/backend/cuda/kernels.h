@@ -1,5 +1,5 @@
-// Launchers of the CUDA backend's kernels (tier 2 of style.md: raw pointers, sizes and a stream). Only
-// CudaBackend (tier 3) calls them, after checking shapes and dtypes. Activations, weights and the KV cache
+// Launchers of the CUDA backend's kernels (raw pointers, sizes and a stream, in parameter structs; see
+// docs/design/kernels.md). Only CudaBackend calls them, after checking shapes and dtypes. Activations, weights and the KV cache
 // are bf16; reductions and softmax run in f32.
 #pragma once
 

@@ -19,9 +19,8 @@ int mma_decode_splits(int64_t num_tokens, int64_t num_heads_kv, int64_t max_keys
   // One wave: as many splits as keep every (token, kv head)'s splits resident at once (two CTAs per SM, the
   // decode kernel's launch bounds), splits of at least one tile. A split streams its tiles through a pipeline
   // of its own, so one wave already keeps the memory busy; more CTAs only add partial outputs to merge and
-  // per-CTA setup, and a wave and a bit waits on the bit. R7B FP8 decode on the H200, step ms against
-  // "16 CTAs per SM over the launch" before: B=1 3.00 / 3.18 at 8K, B=4 2.98 / 3.30 at 1K and 3.78 / 4.54 at
-  // 8K, B=8 3.25 / 3.82 at 1K and 6.83 / 7.53 at 32K, B=32 5.59 / 6.06 at 1K; B=1 at 1K the same.
+  // per-CTA setup, and a wave and a bit waits on the bit (faster than many CTAs per SM at every measured batch
+  // and context: docs/perf-log/2026-12.md, commit 91af0ed).
   constexpr int64_t kResidentPerSm = 2;
   const int64_t ctas = std::max<int64_t>(1, num_tokens * num_heads_kv);
   const int64_t by_occupancy = kResidentPerSm * num_sms / ctas;
