@@ -23,10 +23,6 @@ namespace {
 
 constexpr int kM = 64, kN = 128, kD = 128;
 
-__device__ uint32_t panel_offset(int rows, int row, int chunk) {
-  return static_cast<uint32_t>((chunk / 8) * rows * 128 + row * 128 + (((chunk % 8) ^ (row % 8)) << 4));
-}
-
 __device__ uint32_t pack(float lo, float hi) {
   const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
   return *reinterpret_cast<const uint32_t*>(&v);
@@ -39,10 +35,10 @@ __global__ void probe(const __nv_bfloat16* a, const __nv_bfloat16* b, float* out
   const uint32_t a_tile = base, b_tile = base + kM * kD * 2;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   for (int i = tid; i < kM * 16; i += 128) {
-    sts128(a_tile + panel_offset(kM, i / 16, i % 16), reinterpret_cast<const uint4*>(a)[i]);
+    sts128(a_tile + wgmma::panel_offset<kM>(i / 16, i % 16), reinterpret_cast<const uint4*>(a)[i]);
   }
   for (int i = tid; i < kN * 16; i += 128) {
-    sts128(b_tile + panel_offset(kN, i / 16, i % 16), reinterpret_cast<const uint4*>(b)[i]);
+    sts128(b_tile + wgmma::panel_offset<kN>(i / 16, i % 16), reinterpret_cast<const uint4*>(b)[i]);
   }
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
   __syncthreads();
@@ -105,8 +101,9 @@ int main() {
   std::vector<__nv_bfloat16> a(kM * kD), b(kN * kD);
   std::vector<float> af(a.size()), bf(b.size());
   srand(7);
-  for (size_t i = 0; i < a.size(); ++i) af[i] = __bfloat162float(a[i] = __float2bfloat16(rand() / (float)RAND_MAX - 0.5f));
-  for (size_t i = 0; i < b.size(); ++i) bf[i] = __bfloat162float(b[i] = __float2bfloat16(rand() / (float)RAND_MAX - 0.5f));
+  const auto value = [] { return __float2bfloat16(rand() / static_cast<float>(RAND_MAX) - 0.5f); };
+  for (size_t i = 0; i < a.size(); ++i) af[i] = __bfloat162float(a[i] = value());
+  for (size_t i = 0; i < b.size(); ++i) bf[i] = __bfloat162float(b[i] = value());
   __nv_bfloat16 *da, *db;
   float *ss, *rs;
   cudaMalloc(&da, a.size() * 2);

@@ -1,7 +1,7 @@
 // PTX wrappers for asynchronous copies into shared memory on Hopper: shared-memory addresses, mbarriers
-// (init, arrive, arrive with a transfer count, wait on a phase), bulk and tensor-map copies counted on an
-// mbarrier, and 16-byte shared loads and stores. Used by the streaming FP8 matmul (fp8_stream_matmul.cu) and the
-// attention kernels (mma_attention.cuh).
+// (init, arrive, arrive with a transfer count, arrive once the thread's cp.async copies land, wait on a
+// phase), bulk and tensor-map copies counted on an mbarrier, and 16-byte shared loads and stores. Used by the
+// streaming FP8 matmul (fp8_stream_matmul.cu) and the attention kernels (mma_attention.cuh, wgmma_attention.cu).
 #pragma once
 
 #include <cuda.h>
@@ -26,6 +26,12 @@ __device__ __forceinline__ void mbar_arrive(uint32_t bar) {
 // Arrives and adds `bytes` to the transfers the current phase waits for.
 __device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, int bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+}
+
+// Arrives on `bar` once this thread's earlier cp.async copies have landed, as one of the arrivals the phase
+// was initialized to wait for (.noinc): the thread itself never waits for its copies.
+__device__ __forceinline__ void cp_async_arrive_noinc(uint32_t bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(bar) : "memory");
 }
 
 __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {

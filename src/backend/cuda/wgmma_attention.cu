@@ -51,12 +51,6 @@ struct WgmmaPrefillConfig {
   static_assert(kStageBytes % kAlign == 0, "every stage's tiles keep the swizzle's alignment");
 };
 
-// Byte offset of 16-byte chunk `chunk` (0 .. 15) of row `row` in a tile of kTileRows rows of 128 dims.
-template <int kTileRows>
-__device__ __forceinline__ uint32_t panel_offset(int row, int chunk) {
-  return static_cast<uint32_t>((chunk / 8) * kTileRows * 128 + row * 128 + (((chunk % 8) ^ (row % 8)) << 4));
-}
-
 // Multiplies the scores (v = 0) or probabilities (v = 1) of a thread's accumulator fragments by their keys'
 // K or V scales: s[4 j + 2 h + e] is key 8 j + 2 (lane % 4) + e of the tile.
 __device__ __forceinline__ void scale_by_keys(float (&s)[64], uint32_t scales, int lane) {
@@ -65,10 +59,6 @@ __device__ __forceinline__ void scale_by_keys(float (&s)[64], uint32_t scales, i
     const float2 scale = lds_f32x2(scales + (8 * j + 2 * (lane % 4)) * 4);
     s[4 * j] *= scale.x, s[4 * j + 1] *= scale.y, s[4 * j + 2] *= scale.x, s[4 * j + 3] *= scale.y;
   }
-}
-
-__device__ __forceinline__ void cp_async_arrive_noinc(uint32_t bar) {
-  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(bar) : "memory");
 }
 
 template <bool kFp8>
@@ -119,7 +109,7 @@ __global__ void __launch_bounds__(WgmmaPrefillConfig<kFp8>::kThreads, 1)
       const bf16* src =
           valid ? p.qkv + (seq_begin + row / group) * row_size + (kv_head * group + row % group) * D + chunk * 8
                 : p.qkv;
-      cp_async_16(q_tile + panel_offset<C::kRows>(r, chunk), src, valid);
+      cp_async_16(q_tile + wgmma::panel_offset<C::kRows>(r, chunk), src, valid);
     }
     const int32_t* table = p.block_tables + seq * p.max_blocks;
     const int block_size = static_cast<int>(p.block_size), num_layers = static_cast<int>(p.num_layers);
@@ -151,7 +141,7 @@ __global__ void __launch_bounds__(WgmmaPrefillConfig<kFp8>::kThreads, 1)
           const int src_row = __shfl_sync(0xffffffffu, cache_row, r);
           const bool valid = src_row >= 0;
           const bf16* src = valid ? head_cache + static_cast<int64_t>(src_row) * kv_size : p.cache;
-          const uint32_t at = panel_offset<C::kKeys>(32 * warp + r, chunk);
+          const uint32_t at = wgmma::panel_offset<C::kKeys>(32 * warp + r, chunk);
           cp_async_16(k_tile + at, src, valid);
           cp_async_16(v_tile + at, valid ? src + block_size * kv_size : src, valid);
         }
@@ -203,8 +193,8 @@ __global__ void __launch_bounds__(WgmmaPrefillConfig<kFp8>::kThreads, 1)
             const uint4 codes = lds128(v_tile + v * C::kCodeBytes + r * 128 + c * 16);
             __syncwarp();
             const uint32_t tile = v == 0 ? k_tile : v_tile;
-            sts128(tile + panel_offset<C::kKeys>(r, 2 * c), widen8(codes.x, codes.y));
-            sts128(tile + panel_offset<C::kKeys>(r, 2 * c + 1), widen8(codes.z, codes.w));
+            sts128(tile + wgmma::panel_offset<C::kKeys>(r, 2 * c), widen8(codes.x, codes.y));
+            sts128(tile + wgmma::panel_offset<C::kKeys>(r, 2 * c + 1), widen8(codes.z, codes.w));
           }
           __syncwarp();
         }
