@@ -38,7 +38,7 @@ int64_t kv_bytes_read(const ModelConfig& c, int64_t num_seqs, int64_t pos, bool 
 // The A/B comparisons of a decode point: the same steps with one of tide's optimizations turned off.
 enum class Baseline {
   kNone,
-  kCublasFp8,  // FP8 matmuls through cuBLASLt only (against tide's small-batch kernel)
+  kCublasFp8,  // FP8 matmuls through cuBLASLt only (against tide's small-batch and wgmma kernels)
   kNoPdl,      // kernels launched without programmatic dependent launch (launch.cuh)
   kNoOverlap,  // the attention and MLP chains one after the other (Backend::side_begin)
 };
@@ -87,7 +87,10 @@ void decode_point(const BenchModel& m, const BenchOptions& options, int64_t num_
 
   // Fresh backend per point: its allocator's cached blocks (this point's KV) are freed with it.
   auto backend = std::make_unique<CudaBackend>();
-  if (baseline == Baseline::kCublasFp8) backend->set_fp8_small_matmul_max_tokens(0);
+  if (baseline == Baseline::kCublasFp8) {
+    backend->set_fp8_small_matmul_max_tokens(0);
+    backend->set_fp8_wgmma_matmul_max_tokens(0);
+  }
   backend->set_fp8_small_matmul_variant(options.fp8_variant);
   // Process-wide: set for this point, back on when it ends (also by an exception).
   CudaBackend::set_programmatic_launch(baseline != Baseline::kNoPdl);
@@ -171,7 +174,9 @@ void run_decode(const BenchModel& model, const BenchOptions& options, Report& re
       // matmul, the same steps.
       std::vector<Baseline> baselines{Baseline::kNone};
       if (batch <= 16 && options.baselines) baselines.insert(baselines.end(), {Baseline::kNoPdl, Baseline::kNoOverlap});
-      if (options.fp8 && batch <= 16 && options.baselines) baselines.push_back(Baseline::kCublasFp8);
+      if (options.fp8 && batch <= cuda::kFp8WgmmaMatmulMaxTokens && options.baselines) {
+        baselines.push_back(Baseline::kCublasFp8);
+      }
       for (Baseline baseline : baselines) {
         try {
           decode_point(model, options, batch, context, baseline, {}, report);

@@ -1,7 +1,8 @@
 // The linear layers at decode batch sizes: for each kind (qkv, o, gate_up, down) and token count T, the
 // kind's matmul of every layer in a row, so the weights streamed (all layers' matrices of the kind) are far
 // larger than L2, as in a decode step. Bandwidth counts the weight bytes (and FP8 row scales) read once. FP8
-// weights run twice: tide's small-batch kernel (fp8_small_matmul.cu) and cuBLASLt, same inputs.
+// weights run twice: tide's kernel for T (fp8_small_matmul.cu up to 16 tokens, fp8_wgmma_matmul.cu up to 256)
+// and cuBLASLt, same inputs.
 #include <fmt/format.h>
 
 #include <limits>
@@ -25,12 +26,17 @@ constexpr Kind kKinds[] = {{"qkv", &LayerWeights::qkv},
                            {"down", &LayerWeights::down}};
 
 void linear_point(const BenchModel& m, CudaBackend& backend, const BenchOptions& options, const Kind& kind,
-                  int64_t num_tokens, bool small_kernel, Report& report) {
+                  int64_t num_tokens, bool tide_kernel, Report& report) {
   const std::vector<LayerWeights>& layers = m.weights.layers;
   const Linear& first = layers.front().*kind.linear;
   const int64_t n = first.weight.dim(0), k = first.weight.dim(1);
   const bool fp8 = first.fp8();
-  const std::string path = !fp8 ? "bf16 cuBLASLt" : small_kernel ? "fp8 small-batch kernel" : "fp8 cuBLASLt";
+  const bool small = num_tokens <= cuda::kFp8SmallMatmulMaxTokens;
+  const bool wgmma = num_tokens <= cuda::kFp8WgmmaMatmulMaxTokens;
+  const std::string path = !fp8                   ? "bf16 cuBLASLt"
+                           : tide_kernel && small ? "fp8 small-batch kernel"
+                           : tide_kernel && wgmma ? "fp8 wgmma kernel"
+                                                  : "fp8 cuBLASLt";
   BenchRow row("linear", fmt::format("{} T={} {}", kind.name, num_tokens, path),
                fmt::format("{} layers x [{}, {}]", layers.size(), n, k));
   row.fp8 = fp8;
@@ -41,7 +47,8 @@ void linear_point(const BenchModel& m, CudaBackend& backend, const BenchOptions&
   const Tensor xs = backend.alloc(DType::kF32, Shape{num_tokens});
   if (fp8) backend.quantize_fp8(x8, xs, x);
   const Tensor out = backend.alloc(DType::kBF16, Shape{num_tokens, n});
-  backend.set_fp8_small_matmul_max_tokens(small_kernel ? std::numeric_limits<int64_t>::max() : 0);
+  backend.set_fp8_small_matmul_max_tokens(tide_kernel ? std::numeric_limits<int64_t>::max() : 0);
+  backend.set_fp8_wgmma_matmul_max_tokens(tide_kernel ? std::numeric_limits<int64_t>::max() : 0);
   auto all_layers = [&] {
     for (const LayerWeights& lw : layers) {
       const Linear& l = lw.*kind.linear;
@@ -81,9 +88,9 @@ void run_linear(const BenchModel& m, const BenchOptions& options, Report& report
   const bool fp8 = m.weights.layers.front().qkv.fp8();
   for (int64_t num_tokens : options.linear_tokens) {
     for (const Kind& kind : kKinds) {
-      for (bool small_kernel : fp8 ? std::vector<bool>{true, false} : std::vector<bool>{false}) {
+      for (bool tide_kernel : fp8 ? std::vector<bool>{true, false} : std::vector<bool>{false}) {
         try {
-          linear_point(m, *backend, options, kind, num_tokens, small_kernel, report);
+          linear_point(m, *backend, options, kind, num_tokens, tide_kernel, report);
         } catch (const std::exception& e) {
           report.add(BenchRow("linear", fmt::format("{} T={}", kind.name, num_tokens), "",
                               fmt::format("error: {}", e.what())));

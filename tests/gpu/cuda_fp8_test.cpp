@@ -55,16 +55,28 @@ std::vector<uint8_t> random_codes(std::mt19937& rng, int64_t n) {
   return c;
 }
 
+// Codes of the integers -3 .. 3: their products and the sums of a test's K of them are exact in f32, and those
+// of 128 of them (|sum| < 2^11) in Hopper's FP8 tensor-core accumulation, so a kernel's result is exact
+// whatever order it adds in.
+std::vector<uint8_t> small_integer_codes(std::mt19937& rng, int64_t n) {
+  std::vector<uint8_t> c(static_cast<size_t>(n));
+  for (uint8_t& v : c) v = fp8::e4m3_from_float(static_cast<float>(static_cast<int>(rng() % 7) - 3));
+  return c;
+}
+
 TEST_F(CudaFp8, MatmulMatchesTheCpuWithinBf16Rounding) {
   struct Case {
     int64_t t, k, n;
     DType out;
   };
   // T <= 16 runs the small-batch kernel (1 and 2 token tiles; N past 2 x 32 x SMs takes 32-row CTAs; N not a
-  // multiple of 16; K not a multiple of 64) and, forced, cuBLASLt; larger T always cuBLASLt.
-  const Case cases[] = {{1, 4096, 1024, DType::kBF16}, {7, 512, 256, DType::kBF16},  {8, 4112, 1000, DType::kF32},
-                        {9, 1024, 777, DType::kBF16},  {16, 2048, 9000, DType::kBF16}, {3, 16, 40, DType::kF32},
-                        {1, 14336, 4096, DType::kF32}, {64, 4096, 3072, DType::kBF16}, {300, 1024, 512, DType::kBF16}};
+  // multiple of 16; K not a multiple of 64), T <= 256 the wgmma kernel (each of its token widths; K not a
+  // multiple of its 128-byte stages), and each of them, forced, cuBLASLt; larger T always cuBLASLt.
+  const Case cases[] = {{1, 4096, 1024, DType::kBF16},  {7, 512, 256, DType::kBF16},   {8, 4112, 1000, DType::kF32},
+                        {9, 1024, 777, DType::kBF16},   {16, 2048, 9000, DType::kBF16}, {3, 16, 40, DType::kF32},
+                        {1, 14336, 4096, DType::kF32},  {64, 4096, 3072, DType::kBF16}, {17, 4096, 6144, DType::kBF16},
+                        {100, 1040, 777, DType::kF32},  {129, 2064, 1024, DType::kBF16}, {256, 14336, 512, DType::kF32},
+                        {300, 1024, 512, DType::kBF16}};
   for (const Case& s : cases) {
     std::mt19937 rng(static_cast<uint32_t>(s.t * 131 + s.k + s.n));
     const std::vector<uint8_t> x8 = random_codes(rng, s.t * s.k), w8 = random_codes(rng, s.n * s.k);
@@ -82,47 +94,52 @@ TEST_F(CudaFp8, MatmulMatchesTheCpuWithinBf16Rounding) {
     Tensor oc = cpu_.alloc(DType::kF32, Shape{s.t, s.n});
     cpu_.matmul_fp8(oc, c[0], c[1], c[2], c[3], 0.5f);
     const std::vector<float> want = test::to_f32(cpu_, oc);
-    for (bool small_kernel : {true, false}) {
-      const bool cublas = !small_kernel || s.t > 16;
+    for (bool tide_kernel : {true, false}) {
+      const bool cublas = !tide_kernel || s.t > 256;
       if (cublas && s.n % 16 != 0) continue;  // cuBLASLt's FP8 matmuls need N a multiple of 16
-      gpu_->set_fp8_small_matmul_max_tokens(small_kernel ? 16 : 0);
+      gpu_->set_fp8_small_matmul_max_tokens(tide_kernel ? 16 : 0);
+      gpu_->set_fp8_wgmma_matmul_max_tokens(tide_kernel ? cuda::kFp8WgmmaMatmulMaxTokens : 0);
       Tensor og = gpu_->alloc(s.out, Shape{s.t, s.n});
       gpu_->matmul_fp8(og, g[0], g[1], g[2], g[3], 0.5f);
       const double err = test::rel_err(test::to_f32(*gpu_, og), want);
-      const char* path = cublas ? "cuBLASLt" : "small-batch kernel";
+      const char* path = cublas ? "cuBLASLt" : s.t <= 16 ? "small-batch kernel" : "wgmma kernel";
       std::printf("[ fp8      ] matmul T=%ld K=%ld N=%ld %s %s: rel err %.3g against the CPU\n", static_cast<long>(s.t),
                   static_cast<long>(s.k), static_cast<long>(s.n), std::string(dtype_name(s.out)).c_str(), path, err);
-      // bf16 output: its rounding. f32 output: the summation order, and for cuBLASLt the reduced precision of
-      // Hopper's FP8 tensor-core accumulation (2e-4 seen); tide's kernel adds each 64-wide product in f32.
-      const double bound = s.out == DType::kBF16 ? 2 * test::kBf16Rounding : cublas ? 1e-3 : 1e-5;
+      // bf16 output: its rounding. f32 output: the summation order, and for cuBLASLt and the wgmma kernel the
+      // reduced precision of Hopper's FP8 tensor-core accumulation (2e-4 seen); the small-batch kernels add each
+      // 64-wide product in f32.
+      const double bound = s.out == DType::kBF16 ? 2 * test::kBf16Rounding : s.t > 16 || cublas ? 1e-3 : 1e-5;
       EXPECT_LT(err, bound) << path << " T=" << s.t << " N=" << s.n;
     }
   }
 }
 
-// One small-batch FP8 matmul on random codes with its reference, checked on every output element: exact
-// products summed in double; bound: f32 rounding of a sum of that many terms, relative to the sum of their
-// magnitudes (the terms cancel).
+// One FP8 matmul on random codes (or small integers: small_integer_codes) with its reference, checked on every
+// output element: exact products summed in double; bound: 1e-6 of the sum of the terms' magnitudes (the terms
+// cancel), f32 rounding of a sum of that many terms.
 struct EveryElementCase {
   int64_t t, k, n;
   std::vector<uint8_t> x8, w8;
-  std::vector<double> want, bound;
+  std::vector<double> want, magnitudes;
 
-  EveryElementCase(int64_t t_, int64_t k_, int64_t n_) : t(t_), k(k_), n(n_) {
+  EveryElementCase(int64_t t_, int64_t k_, int64_t n_, bool small_integers = false) : t(t_), k(k_), n(n_) {
     std::mt19937 rng(static_cast<uint32_t>(t * 1000003 + n));
-    x8 = random_codes(rng, t * k);
-    w8 = random_codes(rng, n * k);
+    const auto codes = small_integers ? small_integer_codes : random_codes;
+    x8 = codes(rng, t * k);
+    w8 = codes(rng, n * k);
+    std::vector<double> xf(x8.size()), wf(w8.size());
+    for (size_t i = 0; i < x8.size(); ++i) xf[i] = fp8::e4m3_to_float(x8[i]);
+    for (size_t i = 0; i < w8.size(); ++i) wf[i] = fp8::e4m3_to_float(w8[i]);
     for (int64_t i = 0; i < t; ++i) {
       for (int64_t r = 0; r < n; ++r) {
         double sum = 0, magnitude = 0;
         for (int64_t j = 0; j < k; ++j) {
-          const double p = static_cast<double>(fp8::e4m3_to_float(x8[static_cast<size_t>(i * k + j)])) *
-                           fp8::e4m3_to_float(w8[static_cast<size_t>(r * k + j)]);
+          const double p = xf[static_cast<size_t>(i * k + j)] * wf[static_cast<size_t>(r * k + j)];
           sum += p;
           magnitude += std::fabs(p);
         }
         want.push_back(0.25 * 0.5 * sum);
-        bound.push_back(0.125 * magnitude * 1e-6 + 1e-30);
+        magnitudes.push_back(0.125 * magnitude);
       }
     }
   }
@@ -135,8 +152,9 @@ struct EveryElementCase {
                    gpu.upload(ws.data(), DType::kF32, Shape{n}), 1.0f);
     const std::vector<float> got = test::to_f32(gpu, og);
     for (size_t e = 0; e < want.size(); ++e) {
-      ASSERT_NEAR(got[e], want[e], bound[e]) << what << " T=" << t << " K=" << k << " N=" << n << " token "
-                                             << static_cast<int64_t>(e) / n << " row " << static_cast<int64_t>(e) % n;
+      ASSERT_NEAR(got[e], want[e], 1e-6 * magnitudes[e] + 1e-30)
+          << what << " T=" << t << " K=" << k << " N=" << n << " token " << static_cast<int64_t>(e) / n << " row "
+          << static_cast<int64_t>(e) % n;
     }
   }
 };
@@ -177,6 +195,26 @@ TEST_F(CudaFp8, SmallBatchMatmulSplitTilesEveryElement) {
     }
   }
   gpu_->set_fp8_small_matmul_variant(-1);
+}
+
+// The wgmma kernel (fp8_wgmma_matmul.cu) on every element, on small integers (exact in its tensor-core sums:
+// any other error is a wrong row, token or split): each token width (32, 64, 128, two of 128) at its edges,
+// also at 1 token (the small-batch kernel turned off); tiles split over up to 9 CTAs (N 200: 18 units on 18
+// CTAs), a mix of whole and split tiles (N 1000: 200 units on the SMs), an uneven stream of many tiles (N
+// 20000); K with a partial last stage. Each twice, so split tiles also meet counters a kernel left at zero. Its
+// precision on random codes is MatmulMatchesTheCpuWithinBf16Rounding's.
+TEST_F(CudaFp8, WgmmaMatmulEveryElement) {
+  gpu_->set_fp8_small_matmul_max_tokens(0);
+  gpu_->set_fp8_wgmma_matmul_max_tokens(cuda::kFp8WgmmaMatmulMaxTokens);
+  std::vector<EveryElementCase> cases;
+  for (const int64_t t : {1, 17, 32, 33, 64, 65, 128, 129, 256}) cases.emplace_back(t, 1040, 200, true);
+  for (const int64_t t : {24, 100, 200}) cases.emplace_back(t, 2064, 1000, true);
+  cases.emplace_back(17, 1040, 20000, true);
+  for (const EveryElementCase& c : cases) {
+    for (int run = 0; run < 2; ++run) c.check(*gpu_, "wgmma");
+  }
+  gpu_->set_fp8_small_matmul_max_tokens(cuda::kFp8SmallMatmulMaxTokens);
+  gpu_->set_fp8_wgmma_matmul_max_tokens(cuda::kFp8WgmmaDispatchMaxTokens);
 }
 
 // The fused kernels against the same ops unfused on the GPU (Backend's default compositions: bit for bit,
@@ -287,22 +325,24 @@ class CudaFp8Model : public ::testing::TestWithParam<std::string> {
 };
 
 // Prompts are computed in chunks of at most 16 tokens (the small-batch kernel's range: two token tiles), in
-// chunks of at most 4 (one token tile), and with cuBLASLt for every FP8 matmul.
+// chunks of at most 4 (one token tile), whole with the wgmma kernel, and with cuBLASLt for every FP8 matmul.
 TEST_P(CudaFp8Model, LogitsWithinTheFp8AndBf16Bounds) {
   const nlohmann::json g = test::read_json(fixture(GetParam()) / "golden.json");
   const SafetensorsFile tensors = SafetensorsFile::open(fixture(GetParam()) / "golden.safetensors");
-  enum class Path { kSmallKernel, kSmallChunks, kCublas };
-  for (const Path path : {Path::kSmallKernel, Path::kSmallChunks, Path::kCublas}) {
+  enum class Path { kSmallKernel, kSmallChunks, kWgmma, kCublas };
+  for (const Path path : {Path::kSmallKernel, Path::kSmallChunks, Path::kWgmma, Path::kCublas}) {
     EngineOptions options;
     options.quantization = Quantization::kFp8;
     options.kv_cache_memory = int64_t{256} << 20;
-    options.max_prefill_chunk = path == Path::kSmallChunks ? 4 : 16;
+    options.max_prefill_chunk = path == Path::kSmallChunks ? 4 : path == Path::kSmallKernel ? 16 : 256;
     auto backend = std::make_unique<CudaBackend>();
-    backend->set_fp8_small_matmul_max_tokens(path == Path::kCublas ? 0 : 16);
+    backend->set_fp8_small_matmul_max_tokens(path == Path::kSmallKernel || path == Path::kSmallChunks ? 16 : 0);
+    backend->set_fp8_wgmma_matmul_max_tokens(path == Path::kCublas ? 0 : 256);
     Engine engine(fixture(GetParam()), std::move(backend), options);
-    const char* name = path == Path::kSmallKernel ? "small-batch kernel"
+    const char* name = path == Path::kSmallKernel    ? "small-batch kernel"
                        : path == Path::kSmallChunks ? "small-batch kernel, chunks of 4"
-                                                  : "cuBLASLt";
+                       : path == Path::kWgmma       ? "wgmma kernel"
+                                                    : "cuBLASLt";
     for (const auto& c : g["cases"]) {
       const std::vector<float> want = test::golden_tensor(tensors, c["logits_tensor"]);
       std::vector<float> got;

@@ -1,7 +1,8 @@
 // PTX wrappers for asynchronous copies into shared memory on Hopper: shared-memory addresses, mbarriers
 // (init, arrive, arrive with a transfer count, arrive once the thread's cp.async copies land, wait on a
 // phase), bulk and tensor-map copies counted on an mbarrier, and 16-byte shared loads and stores. Used by the
-// streaming FP8 matmul (fp8_stream_matmul.cu) and the attention kernels (mma_attention.cuh, wgmma_attention.cu).
+// FP8 matmuls that stream weights (fp8_stream_matmul.cu, fp8_wgmma_matmul.cu) and the attention kernels
+// (mma_attention.cuh, wgmma_attention.cu).
 #pragma once
 
 #include <cuda.h>
@@ -63,6 +64,17 @@ __device__ __forceinline__ void tensor_copy(uint32_t dst, const CUtensorMap* map
       "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
       " [%0], [%1, {%2, %3, %4}], [%5], %6;" ::"r"(dst),
       "l"(reinterpret_cast<uint64_t>(map)), "r"(0), "r"(c1), "r"(c2), "r"(bar), "l"(policy)
+      : "memory");
+}
+
+// Copies the box of 2D tensor map `map` at coordinates {c0, c1} (c0 the inner, contiguous one) to shared
+// memory, counted on mbarrier `bar`, with the same zero fill.
+__device__ __forceinline__ void tensor_copy_2d(uint32_t dst, const CUtensorMap* map, int c0, int c1, uint32_t bar,
+                                               uint64_t policy) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
+      " [%0], [%1, {%2, %3}], [%4], %5;" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar), "l"(policy)
       : "memory");
 }
 

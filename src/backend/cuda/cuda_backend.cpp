@@ -120,7 +120,7 @@ CudaBackend::CudaBackend(int device)
   TIDE_CUDA_CHECK(cudaMalloc(&main_workspace_, workspace_bytes_));
   TIDE_CUDA_CHECK(cudaMalloc(&side_workspace_, workspace_bytes_));
   workspace_ = main_workspace_;
-  const size_t split_bytes = cuda::fp8_split_scratch_bytes(num_sms_);
+  const size_t split_bytes = std::max(cuda::fp8_split_scratch_bytes(num_sms_), cuda::fp8_wgmma_scratch_bytes(num_sms_));
   for (void** scratch : {&main_split_scratch_, &side_split_scratch_}) {
     TIDE_CUDA_CHECK(cudaMalloc(scratch, split_bytes));
     TIDE_CUDA_CHECK(cudaMemset(*scratch, 0, split_bytes));

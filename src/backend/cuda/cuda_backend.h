@@ -101,6 +101,10 @@ class CudaBackend final : public Backend {
   // The most tokens matmul_fp8 gives the small-batch kernel (0: cuBLASLt always); for tests and benchmarks
   // comparing the two. Clamped to the kernel's limit.
   void set_fp8_small_matmul_max_tokens(int64_t t);
+  // The most tokens matmul_fp8 gives the wgmma kernel (fp8_wgmma_matmul.cu) when the small-batch kernel does
+  // not take them (default kFp8WgmmaDispatchMaxTokens; 0: cuBLASLt above the small-batch kernel's range);
+  // clamped to the kernel's limit.
+  void set_fp8_wgmma_matmul_max_tokens(int64_t t);
   // Forces the small-batch kernel's shape `variant` (tests, benchmarks; -1: kernel and shape chosen per matrix,
   // the default; -2: the register-fed kernel for every matrix, its shape chosen per matrix; kernels.h,
   // Fp8SmallMatmul::variant). Returns how many variants there are.
@@ -146,6 +150,7 @@ class CudaBackend final : public Backend {
   int device_ = 0;
   int num_sms_ = 1;
   int64_t fp8_small_max_tokens_;
+  int64_t fp8_wgmma_max_tokens_ = cuda::kFp8WgmmaDispatchMaxTokens;
   int fp8_small_variant_ = -1;
   cuda::PrefillAttentionKernel prefill_kernel_ = cuda::PrefillAttentionKernel::kAuto;
   // Ops go to stream_ (with workspace_ for cuBLASLt): the main stream's, or the side stream's between

@@ -1,5 +1,6 @@
-// CudaBackend::matmul and matmul_fp8 through cuBLASLt: bf16 (or E4M3 with row / token scales) inputs, f32
-// accumulation, bf16 or f32 output. The descriptors and the algorithm (cuBLASLt's heuristic pick) are made
+// CudaBackend::matmul and matmul_fp8: bf16 (or E4M3 with row / token scales) inputs, f32 accumulation, bf16 or
+// f32 output. FP8 up to 16 tokens runs tide's small-batch kernels, up to 64 its wgmma kernel (kernels.h), the
+// rest (and every bf16 matmul) cuBLASLt. The descriptors and the algorithm (cuBLASLt's heuristic pick) are made
 // once per shape and kept: creating them costs more host time than a decode-sized GEMM takes on the GPU.
 #include <algorithm>
 #include <cstdint>
@@ -82,6 +83,12 @@ void CudaBackend::matmul_fp8(Tensor out, const Tensor& x8, const Tensor& x_scale
     cuda::launch_fp8_small_matmul(p, num_sms_, stream_);
     return;
   }
+  if (t <= fp8_wgmma_max_tokens_ && cuda::fp8_wgmma_matmul_supports(t, k, n)) {
+    const cuda::Fp8SmallMatmul p{out.data, out.dtype == DType::kF32, static_cast<const uint8_t*>(x8.data),
+                                 static_cast<const float*>(x_scales.data), static_cast<const uint8_t*>(w8.data),
+                                 static_cast<const float*>(w_scales.data), alpha, t, k, n, -1, split_scratch_};
+    if (cuda::launch_fp8_wgmma_matmul(p, num_sms_, stream_)) return;
+  }
   MatmulPlan& plan = matmul_plan(t, k, n, out.dtype == DType::kF32 ? CUDA_R_32F : CUDA_R_16BF, /*fp8=*/true);
   const void* a_scale = w_scales.data;
   const void* b_scale = x_scales.data;
@@ -94,6 +101,10 @@ void CudaBackend::matmul_fp8(Tensor out, const Tensor& x8, const Tensor& x_scale
 
 void CudaBackend::set_fp8_small_matmul_max_tokens(int64_t t) {
   fp8_small_max_tokens_ = std::clamp<int64_t>(t, 0, cuda::kFp8SmallMatmulMaxTokens);
+}
+
+void CudaBackend::set_fp8_wgmma_matmul_max_tokens(int64_t t) {
+  fp8_wgmma_max_tokens_ = std::clamp<int64_t>(t, 0, cuda::kFp8WgmmaMatmulMaxTokens);
 }
 
 int CudaBackend::set_fp8_small_matmul_variant(int variant) {

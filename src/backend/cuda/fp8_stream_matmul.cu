@@ -29,6 +29,7 @@
 #include "backend/cuda/fp8_mma.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/launch.cuh"
+#include "backend/cuda/tensor_map.h"
 #include "backend/stream_k.h"
 
 namespace tide::cuda {
@@ -247,22 +248,6 @@ __global__ void __launch_bounds__(kThreads, kMaxCtasPerSm)
     }
     consumer_sync();  // `reduce` and `last_arrival` are free for the next tile
   }
-}
-
-// cuTensorMapEncodeTiled from the driver (through the runtime, so tide does not link libcuda), or null.
-PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
-  static const auto encode = [] {
-    void* fn = nullptr;
-    cudaDriverEntryPointQueryResult found{};
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &found) !=
-            cudaSuccess ||
-        found != cudaDriverEntryPointSuccess) {
-      (void)cudaGetLastError();
-      fn = nullptr;
-    }
-    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
-  }();
-  return encode;
 }
 
 // The weights [n, k] as the 3D tensor a tensor feed copies boxes of 64 bytes x 16 rows x 16 steps from.

@@ -172,6 +172,17 @@ static_assert(kSwigluSplitSyncOffset + 4 * kSwigluSplitEpochWords + 8 * kSwigluS
               kFp8SplitCountersBytes);
 size_t fp8_split_scratch_bytes(int num_sms);
 void launch_fp8_stream_matmul(const Fp8SmallMatmul& p, const Fp8StreamShape& shape, int num_sms, cudaStream_t stream);
+// The same product for 17-256 tokens on wgmma (fp8_wgmma_matmul.cu), with p.split_scratch at least
+// fp8_wgmma_scratch_bytes() long (its counters shared with the streaming kernel's). False, having launched
+// nothing, where the driver cannot encode the tensor maps or x8 / w8 are not 16-byte aligned.
+inline constexpr int64_t kFp8WgmmaMatmulMaxTokens = 256;
+// The most tokens CudaBackend::matmul_fp8 gives it by default: above 64 every CTA re-reads as many activation
+// bytes from L2 as weight bytes from memory (128-row tiles), and cuBLASLt's FP8 kernels run R7B's decode step
+// faster (docs/perf-log/2026-12.md); tests and benchmarks reach 256 (set_fp8_wgmma_matmul_max_tokens).
+inline constexpr int64_t kFp8WgmmaDispatchMaxTokens = 64;
+bool fp8_wgmma_matmul_supports(int64_t num_tokens, int64_t k, int64_t n);
+size_t fp8_wgmma_scratch_bytes(int num_sms);
+bool launch_fp8_wgmma_matmul(const Fp8SmallMatmul& p, int num_sms, cudaStream_t stream);
 // The layout the tensor-map copies use on this driver: "step-major", "row-major" or "none" (none encodes:
 // every stage is then copied row by row).
 const char* fp8_stream_tensor_feed();
