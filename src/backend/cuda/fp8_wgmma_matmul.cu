@@ -81,6 +81,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   using C = Config<kN, kHalves>;
   extern __shared__ unsigned char smem_raw[];
   __shared__ int last_arrival[kConsumers];
+  __shared__ float token_scale[C::kTokens];  // alpha x_scales[t], 0 past the tokens
   const uint32_t stage0 = (smem_addr(smem_raw) + 1023) & ~1023u;
   const uint32_t full0 = stage0 + C::kStages * C::kStageBytes, empty0 = full0 + 8 * C::kStages;
   const int tid = static_cast<int>(threadIdx.x), warpgroup = tid / 128;
@@ -149,11 +150,16 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int warp = ctid / 32, lane = ctid % 32;
   grid_dependency_wait();
   allow_dependent_launch();
+  for (int i = tid; i < C::kTokens; i += 128 * kConsumers) token_scale[i] = i < num_tokens ? alpha * x_scales[i] : 0.0f;
+  asm volatile("bar.sync 3, %0;" ::"n"(128 * kConsumers) : "memory");  // the consumers only
 
   int s = 0;
   uint32_t phase = 0;
   for (int64_t u = u_begin, tile = u_begin / chunks; u < u_end; ++tile) {
     const int64_t seg_begin = u, seg_end = std::min<int64_t>(u_end, (tile + 1) * chunks);
+    // This thread's rows' scales, loaded while the tile's products run (rows past n: never stored).
+    const int64_t row0 = tile * kTileRows + consumer * 64 + 16 * warp + lane / 4;
+    const float row_scale[2] = {row0 < n ? w_scales[row0] : 0.0f, row0 + 8 < n ? w_scales[row0 + 8] : 0.0f};
     float sum[kHalves][C::kAcc];
 #pragma unroll
     for (int h = 0; h < kHalves; ++h) {
@@ -197,7 +203,6 @@ __global__ void __launch_bounds__(kThreads, 1)
 
     // Sum e of instruction h: weight row 16 warp + lane / 4 (+ 8 for e % 4 >= 2) of this warpgroup's 64, token
     // h kN + 8 (e / 4) + 2 (lane % 4) + e % 2.
-    const int64_t row0 = tile * kTileRows + consumer * 64 + 16 * warp + lane / 4;
     const auto store = [&](const float (&v)[kHalves][C::kAcc]) {
 #pragma unroll
       for (int h = 0; h < kHalves; ++h) {
@@ -206,7 +211,7 @@ __global__ void __launch_bounds__(kThreads, 1)
           const int64_t row = row0 + 8 * ((e % 4) / 2);
           const int token = h * kN + 8 * (e / 4) + 2 * (lane % 4) + e % 2;
           if (row < n && token < num_tokens) {
-            out[static_cast<int64_t>(token) * n + row] = to_out<Out>(alpha * x_scales[token] * w_scales[row] * v[h][e]);
+            out[static_cast<int64_t>(token) * n + row] = to_out<Out>(token_scale[token] * row_scale[(e % 4) / 2] * v[h][e]);
           }
         }
       }
