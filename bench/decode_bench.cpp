@@ -55,26 +55,30 @@ const char* baseline_suffix(Baseline baseline) {
 }
 
 // skip: op groups left out of the step (AblationBackend; the difference to the full step is their cost).
+// draft > 0: verify steps of speculative decoding instead, each sequence computing 1 + draft tokens with a
+// logits row each (its newest token and the drafts after it).
 void decode_point(const BenchModel& m, const BenchOptions& options, int64_t num_seqs, int64_t context,
-                  Baseline baseline, const std::set<std::string>& skip, Report& report) {
+                  Baseline baseline, const std::set<std::string>& skip, Report& report, int64_t draft = 0) {
   const ModelConfig& c = m.config;
   const int runs = options.timed_runs(20, 5);
   const int64_t num_steps = kWarmupSteps + runs;
   // --trace: a few more steps after the timed ones, under CUPTI (every point but the baselines and ablations).
-  const bool trace = !options.trace_prefix.empty() && baseline == Baseline::kNone && skip.empty();
+  const bool trace = !options.trace_prefix.empty() && baseline == Baseline::kNone && skip.empty() && draft == 0;
   const int64_t all_steps = num_steps + (trace ? kTracedSteps : 0);
-  std::string label = fmt::format("decode B={} C={}{}", num_seqs, context, baseline_suffix(baseline));
+  const int64_t per_seq = 1 + draft;  // tokens each sequence computes per step
+  std::string label = draft > 0 ? fmt::format("verify B={} C={} k={}", num_seqs, context, draft)
+                                : fmt::format("decode B={} C={}{}", num_seqs, context, baseline_suffix(baseline));
   for (const std::string& group : skip) label += " -" + group;
   BenchRow row("decode", label,
-               fmt::format("{} seqs x 1 token, ctx {}", num_seqs, context));
-  if (context + all_steps > c.max_position_embeddings) {
+               fmt::format("{} seqs x {} token{}, ctx {}", num_seqs, per_seq, per_seq > 1 ? "s" : "", context));
+  if (context + all_steps * per_seq > c.max_position_embeddings) {
     row.note = fmt::format("skipped: context beyond the model's {} positions", c.max_position_embeddings);
     report.add(std::move(row));
     return;
   }
 
   // The pools hold every position the steps will write: C + warm-up, timed and traced steps.
-  const KvArenaSpec arena = arena_spec(c, kBlockSize, num_seqs, context + all_steps, kFillChunk);
+  const KvArenaSpec arena = arena_spec(c, kBlockSize, num_seqs, context + all_steps * per_seq, kFillChunk);
   const int64_t kv_bytes = kv_cache_bytes(c, kBlockSize, arena, options.fp8_kv);
   const int64_t free_bytes = free_device_bytes();
   row.details = {{"batch", num_seqs}, {"context", context}, {"kv_cache_bytes", kv_bytes}, {"free_bytes", free_bytes}};
@@ -117,10 +121,12 @@ void decode_point(const BenchModel& m, const BenchOptions& options, int64_t num_
     ForwardBatch batch;
     for (int64_t s = 0; s < num_seqs; ++s) {
       SequenceKv& seq = seqs[static_cast<size_t>(s)];
-      manager.append(seq, 1);
-      batch.token_ids.push_back(dummy_token(c, s, pos));
-      batch.seqs.push_back(forward_sequence(seq, 1));
-      batch.logit_indices.push_back(static_cast<int32_t>(s));
+      manager.append(seq, per_seq);
+      for (int64_t i = 0; i < per_seq; ++i) {
+        batch.logit_indices.push_back(static_cast<int32_t>(batch.token_ids.size()));
+        batch.token_ids.push_back(dummy_token(c, s, pos + i));
+      }
+      batch.seqs.push_back(forward_sequence(seq, per_seq));
     }
     // Host time to queue the step (metadata, uploads, graph launch) and the wall time until it is done: a
     // host that queues in far less than the GPU runs leaves the GPU no gap to fill.
@@ -138,8 +144,9 @@ void decode_point(const BenchModel& m, const BenchOptions& options, int64_t num_
       kv_read_total += kv_bytes_read(c, num_seqs, pos, options.fp8_kv);
     }
     for (int64_t s = 0; s < num_seqs; ++s) {
-      const int32_t token = batch.token_ids[static_cast<size_t>(s)];
-      manager.commit(seqs[static_cast<size_t>(s)], std::span<const int32_t>(&token, 1));
+      const std::span<const int32_t> tokens(batch.token_ids);
+      manager.commit(seqs[static_cast<size_t>(s)],
+                     tokens.subspan(static_cast<size_t>(s * per_seq), static_cast<size_t>(per_seq)));
     }
   }
 
@@ -183,6 +190,15 @@ void run_decode(const BenchModel& model, const BenchOptions& options, Report& re
         } catch (const std::exception& e) {
           report.add(BenchRow("decode", fmt::format("decode B={} C={}", batch, context),
                               "", fmt::format("error: {}", e.what())));
+        }
+      }
+      // --verify-tokens: verify steps of 1 + k tokens per sequence, against the decode step above.
+      for (int64_t k : options.verify_tokens) {
+        try {
+          decode_point(model, options, batch, context, Baseline::kNone, {}, report, k);
+        } catch (const std::exception& e) {
+          report.add(BenchRow("decode", fmt::format("verify B={} C={} k={}", batch, context, k), "",
+                              fmt::format("error: {}", e.what())));
         }
       }
     }

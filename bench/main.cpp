@@ -133,6 +133,10 @@ int main(int argc, char** argv) {
   app.add_flag("!--no-baselines", flags.options.baselines,
                "decode: leave out the no-PDL, no-overlap and cuBLASLt points");
   app.add_option("--batches", flags.options.decode_batches, "decode batch sizes")->delimiter(',');
+  app.add_option("--verify-tokens", flags.options.verify_tokens,
+                 "decode: also speculative decoding's verify steps, each sequence computing 1 + k tokens (a logits "
+                 "row each), for each k given")
+      ->delimiter(',');
   app.add_option("--contexts", flags.options.decode_contexts, "decode context lengths")->delimiter(',');
   app.add_option("--prefill-lengths", flags.options.prefill_lengths, "prefill prompt lengths")->delimiter(',');
   app.add_option("--sections", flags.options.sections,

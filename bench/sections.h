@@ -29,6 +29,7 @@ struct BenchOptions {
   std::vector<int64_t> prefill_lengths{2048, 8192, 32768};
   int64_t max_prefill_chunk = 8192;
   std::vector<int64_t> linear_tokens{1, 8, 16};
+  std::vector<int64_t> verify_tokens;  // decode: also verify steps of 1 + k tokens per sequence, for each k
   int fp8_variant = -1;  // the FP8 small-batch matmul's shape (CudaBackend::set_fp8_small_matmul_variant)
   bool baselines = true;  // decode: also each point without PDL, without overlap and with cuBLASLt's FP8
   std::vector<std::string> sections{"ceilings", "linear", "decode", "prefill", "attention", "sampling"};

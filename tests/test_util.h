@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -116,6 +117,27 @@ inline void write_model_as(const std::filesystem::path& from, const std::filesys
     tensors.push_back({t.name, dtype, t.shape, bytes.data(), bytes.size()});
   }
   write_safetensors(to / "model.safetensors", tensors);
+}
+
+// Prompts of random tokens that quote themselves (a span repeated, as a retrieval answer quotes its document),
+// so that speculative decoding's prompt lookup finds drafts, and one random prompt.
+inline std::vector<std::vector<int32_t>> quoting_prompts(int64_t vocab, uint32_t seed) {
+  std::mt19937 rng(seed);
+  auto token = [&] { return static_cast<int32_t>(rng() % static_cast<uint32_t>(vocab)); };
+  std::vector<std::vector<int32_t>> prompts;
+  for (int span : {5, 12, 30}) {
+    std::vector<int32_t> quoted, p;
+    for (int i = 0; i < span; ++i) quoted.push_back(token());
+    for (int i = 0; i < 7; ++i) p.push_back(token());
+    p.insert(p.end(), quoted.begin(), quoted.end());
+    for (int i = 0; i < 3; ++i) p.push_back(token());
+    p.insert(p.end(), quoted.begin(), quoted.begin() + span / 2);  // the answer starts quoting
+    prompts.push_back(p);
+  }
+  std::vector<int32_t> random(40);
+  for (int32_t& t : random) t = token();
+  prompts.push_back(random);
+  return prompts;
 }
 
 }  // namespace tide::test

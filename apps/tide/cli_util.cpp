@@ -182,6 +182,21 @@ void add_engine_flags(CLI::App* cmd, EngineFlags& flags) {
                   "auto: the KV cache in the activation dtype; fp8 (fp8_e4m3): E4M3 codes with one scale per "
                   "head's key or value vector, about half the bytes (CUDA: head_dim 64, 128 or 256)")
       ->check(one_of({"auto", "fp8", "fp8_e4m3"}));
+  cmd->add_option("--speculative-config", flags.speculative_config,
+                  "Speculative decoding as vLLM takes it, a JSON object: {\"method\": \"ngram\", "
+                  "\"num_speculative_tokens\": 4, \"prompt_lookup_max\": 4, \"prompt_lookup_min\": 2} drafts up "
+                  "to 4 tokens per step from the request's own prompt and output (prompt lookup) and verifies them in "
+                  "the same forward pass; outputs are the same as without it")
+      ->check(CLI::Validator(
+          [](std::string& value) -> std::string {
+            try {
+              spec::SpeculativeConfig::parse(value);
+              return {};
+            } catch (const std::exception& e) {
+              return fmt::format("is not a speculative decoding configuration: {}", e.what());
+            }
+          },
+          "JSON"));
   cmd->add_option("--max-num-seqs", o.max_num_seqs, "Requests running at once")
       ->capture_default_str()
       ->check(integer_in(1, kMaxNumSeqsFlag));
@@ -202,6 +217,7 @@ EngineOptions engine_options(const EngineFlags& flags) {
   if (flags.quantization == "fp8") options.quantization = Quantization::kFp8;
   if (flags.load_format == "dummy") options.load_format = LoadFormat::kDummy;
   if (flags.kv_cache_dtype == "fp8" || flags.kv_cache_dtype == "fp8_e4m3") options.kv_cache_dtype = KvCacheDtype::kFp8;
+  if (!flags.speculative_config.empty()) options.speculative = spec::SpeculativeConfig::parse(flags.speculative_config);
   return options;
 }
 

@@ -28,6 +28,7 @@ struct EngineFlags {
   // The flags of EngineOptions' enums as given (checked against their values when parsed); engine_options()
   // turns them into the enums. Empty: the option's default.
   std::string quantization, load_format, kv_cache_dtype;
+  std::string speculative_config;  // vLLM's --speculative-config JSON; empty: no speculation
 };
 // Checks of flag values whose refusals say the accepted values in words: the message of each starts with
 // "must" or "is", and main prints it after the flag's name ("--block-size must be a positive power of two

@@ -3,9 +3,11 @@
 // per prompt with --json.
 #include <algorithm>
 #include <charconv>
+#include <chrono>
 #include <cmath>
 #include <iostream>
 #include <memory>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -86,11 +88,14 @@ nlohmann::json sample_json(const SampleResult& r, bool logprobs) {
   return j;
 }
 
-// {prompt_ids, ids, text, finish_reason, cached_tokens, kv} of sample 0, with "logprobs" when asked for and
-// "samples" (each {ids, text, finish_reason}) when n > 1.
+// {prompt_ids, ids, text, finish_reason, cached_tokens, kv} of sample 0, with "logprobs" when asked for,
+// "samples" (each {ids, text, finish_reason}) when n > 1, "speculative" (the engine's drafted and accepted
+// tokens and verifications so far) with --speculative-config, and "seconds" (the request's wall time, prompt
+// to last token) when the prompts run one after another.
 void print_result_json(const Engine& engine, const std::vector<int32_t>& prompt_ids, const GenerateResult& result,
-                       const GenerateOptions& gen) {
+                       const GenerateOptions& gen, std::optional<double> seconds = std::nullopt) {
   nlohmann::json j = sample_json(result, gen.logprobs >= 0);
+  if (seconds) j["seconds"] = *seconds;
   j["prompt_ids"] = prompt_ids;
   j["cached_tokens"] = result.cached_tokens;
   if (result.samples.size() > 1) {
@@ -98,12 +103,21 @@ void print_result_json(const Engine& engine, const std::vector<int32_t>& prompt_
     for (const SampleResult& s : result.samples) j["samples"].push_back(sample_json(s, gen.logprobs >= 0));
   }
   j["kv"] = kv_json(engine);
+  if (engine.options().speculative) {
+    const EngineStats stats = engine.stats();
+    j["speculative"] = {{"draft_tokens", stats.spec_draft_tokens},
+                        {"accepted_tokens", stats.spec_accepted_tokens},
+                        {"verifications", stats.spec_verifies}};
+  }
   print_json(j);
 }
 
 void run_one(Engine& engine, const std::vector<int32_t>& prompt_ids, const GenerateOptions& gen, bool json) {
   if (json) {
-    print_result_json(engine, prompt_ids, engine.generate(prompt_ids, gen), gen);
+    const auto begin = std::chrono::steady_clock::now();
+    const GenerateResult result = engine.generate(prompt_ids, gen);
+    print_result_json(engine, prompt_ids, result, gen,
+                      std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count());
     return;
   }
   // Plain mode: the prompt, then sample 0's text as it streams (stop strings left out).

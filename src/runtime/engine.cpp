@@ -125,6 +125,10 @@ Engine::Engine(const std::filesystem::path& model_dir, std::unique_ptr<Backend> 
       options_(resolve_engine_options(options, executor_.model())),
       arena_(plan_kv_arena(executor_.model(), options_)),
       kv_manager_(make_kv_manager()) {
+  if (options_.speculative && options_.speculative->method != spec::SpeculativeConfig::Method::kNgram) {
+    fail("speculative decoding with a draft model ({}) is not supported yet; use \"method\": \"ngram\"",
+         options_.speculative->model);
+  }
   executor_.model().set_graphs_enabled(!options_.enforce_eager);
   executor_.allocate_kv(options_.block_size, arena_, options_.kv_cache_dtype);
 

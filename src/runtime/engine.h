@@ -13,6 +13,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <span>
 #include <string>
@@ -24,6 +25,7 @@
 #include "runtime/generation.h"
 #include "runtime/model_executor.h"
 #include "runtime/sampling.h"
+#include "spec/speculative_config.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tide {
@@ -50,6 +52,10 @@ struct EngineOptions {
   KvCacheDtype kv_cache_dtype = KvCacheDtype::kAuto; // kAuto: the activation dtype; kFp8: E4M3 (KvStorage)
   // Called while the weights load with the checkpoint bytes uploaded so far and in all.
   std::function<void(int64_t done, int64_t total)> load_progress;
+  // Speculative decoding (docs/design/speculative-decoding.md): prompt lookup ("ngram") drafts up to
+  // num_speculative_tokens tokens per decoding request and step, verified in the same forward pass; outputs are
+  // the same as without it. Unset: off. A draft model is refused (not supported yet).
+  std::optional<spec::SpeculativeConfig> speculative;
 };
 
 // What the engine has done since it started, and what it holds now (for metrics and logs).
@@ -61,6 +67,11 @@ struct EngineStats {
   int64_t prompt_tokens = 0;        // prompt tokens computed (a reused prefix is not computed; recomputes are)
   int64_t generation_tokens = 0;    // tokens sampled
   int64_t num_requests_finished = 0;
+  // Speculative decoding: drafted tokens verified, those accepted, and verifications (one per request and
+  // verify step); the mean accepted length per verification is accepted / verifies.
+  int64_t spec_draft_tokens = 0;
+  int64_t spec_accepted_tokens = 0;
+  int64_t spec_verifies = 0;
   // Where the loop's time went, summed over the steps run: the steps' wall time, and in it planning them
   // (the scheduler, block copies queued), running them (queueing the forward pass and sampling, waiting for
   // the sampled ids) and their results (committing, detokenizing, stop strings, building and handing out

@@ -47,7 +47,10 @@ struct Engine::Inbox {
 // The loop thread's state: the scheduler and the output processor. Only the loop thread touches it.
 class Engine::Loop {
  public:
-  explicit Loop(Engine& engine) : engine_(engine), outputs_(engine.tokenizer_, engine.config().vocab_size) {
+  explicit Loop(Engine& engine)
+      : engine_(engine),
+        outputs_(engine.tokenizer_, engine.config().vocab_size,
+                 engine.options_.speculative ? &*engine.options_.speculative : nullptr) {
     reset_scheduler();
   }
 
@@ -102,6 +105,12 @@ class Engine::Loop {
   size_t num_running() const { return scheduler_->num_running(); }
   size_t num_waiting() const { return scheduler_->num_waiting(); }
   int64_t num_preemptions() const { return past_preemptions_ + scheduler_->num_preemptions(); }
+  // Speculative decoding's counters (EngineStats::spec_*), also of schedulers replaced after a failed step.
+  void add_spec_counts(EngineStats& s) const {
+    s.spec_draft_tokens = past_spec_.spec_draft_tokens + scheduler_->num_draft_tokens();
+    s.spec_accepted_tokens = past_spec_.spec_accepted_tokens + scheduler_->num_accepted_tokens();
+    s.spec_verifies = past_spec_.spec_verifies + scheduler_->num_verifies();
+  }
 
  private:
   // Successful steps after which limits set for device memory are doubled (until they are lifted).
@@ -110,7 +119,10 @@ class Engine::Loop {
   // A new scheduler (the old one gives every request's blocks back first); `forget_cache`: a new KV cache too,
   // its prefix cache empty.
   void reset_scheduler(bool forget_cache = false) {
-    if (scheduler_) past_preemptions_ += scheduler_->num_preemptions();
+    if (scheduler_) {
+      past_preemptions_ += scheduler_->num_preemptions();
+      add_spec_counts(past_spec_);
+    }
     scheduler_.reset();
     strikes_.clear();  // a new scheduler numbers its requests anew
     if (forget_cache) engine_.kv_manager_ = engine_.make_kv_manager();
@@ -118,6 +130,11 @@ class Engine::Loop {
     scheduler_ = std::make_unique<Scheduler>(
         engine_.kv_manager_, SchedulerOptions{o.max_num_batched_tokens, o.max_num_seqs, o.max_prefill_chunk,
                                               engine_.max_model_len()});
+    if (o.speculative) {
+      scheduler_->set_proposer([this](const Request& r, int64_t max_tokens, std::vector<int32_t>& draft) {
+        outputs_.propose(r.id, max_tokens, draft);
+      }, o.speculative->num_speculative_tokens);
+    }
   }
 
   void start(Submission&& submission, Outbox& out) {
@@ -227,7 +244,11 @@ class Engine::Loop {
     }
     const Clock::time_point committing = Clock::now();
     stats.execute_seconds += std::chrono::duration<double>(committing - executing).count();
+    const int64_t drafted = scheduler_->num_draft_tokens(), accepted = scheduler_->num_accepted_tokens();
     scheduler_->update(step, outputs.sampled);
+    // Rows of rejected drafts sampled tokens that were not kept.
+    stats.generation_tokens -=
+        (scheduler_->num_draft_tokens() - drafted) - (scheduler_->num_accepted_tokens() - accepted);
     count(step);
     Processed done{std::move(step), std::move(outputs), scheduler_->take_finished()};
     outputs_.record(done.step, *scheduler_, done.done);
@@ -385,6 +406,7 @@ class Engine::Loop {
   std::optional<Processed> previous_;
   int64_t idle_steps_ = 0;
   int64_t past_preemptions_ = 0;  // of schedulers replaced after a failed step
+  EngineStats past_spec_;         // their speculative decoding counters (spec_* only)
   int64_t steps_since_oom_ = 0;
   // Failed steps (not for memory) each live request was in since its last step that ran.
   std::unordered_map<RequestId, int> strikes_;
@@ -446,6 +468,7 @@ EngineStats Engine::stats() const {
   s.num_running = static_cast<int64_t>(loop_->num_running());
   s.num_waiting = static_cast<int64_t>(loop_->num_waiting());
   s.num_preemptions = loop_->num_preemptions();
+  loop_->add_spec_counts(s);
   return s;
 }
 

@@ -62,6 +62,9 @@ struct GenerateOptions {
   std::shared_ptr<const TokenConstraintSpec> constraint;
   // Names the request in the engine's log (the server passes its response id); empty: the engine's number.
   std::string request_id;
+  // Speculative decoding for this request where the engine has it (EngineOptions::speculative): false turns
+  // it off. The output is the same either way.
+  bool speculative = true;
 };
 
 struct TokenLogprobs {

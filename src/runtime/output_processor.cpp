@@ -30,6 +30,10 @@ void OutputProcessor::add(RequestId id, std::shared_ptr<Live> live, int index, u
   if (o.sampling.has_penalties()) sample.history.add_prompt(prompt);
   for (const auto& [token, bias] : o.sampling.logit_bias) sample.history.set_bias(token, bias);
   if (o.constraint) sample.constraint = o.constraint->start();
+  if (speculative_ && o.speculative && !o.constraint && !o.thinking_budget) {
+    sample.ngram = std::make_unique<spec::NgramIndex>(speculative_->prompt_lookup_min, speculative_->prompt_lookup_max);
+    sample.ngram->append(prompt);
+  }
   if (const auto& budget = o.thinking_budget) {
     // A prompt whose last span marker opens the span (the template opened it) starts inside it.
     for (auto it = prompt.rbegin(); it != prompt.rend(); ++it) {
@@ -49,6 +53,13 @@ std::vector<RequestId> OutputProcessor::requests_of(uint64_t handle_id) const {
   return it == by_handle_.end() ? std::vector<RequestId>{} : it->second;
 }
 
+void OutputProcessor::propose(RequestId id, int64_t max_tokens, std::vector<int32_t>& draft) const {
+  const auto it = samples_.find(id);
+  if (it == samples_.end() || !it->second.ngram) return;
+  const int64_t k = std::min<int64_t>(max_tokens, spec::SpeculativeConfig::kMaxSpeculativeTokens);
+  draft = it->second.ngram->propose(static_cast<int>(k));
+}
+
 std::vector<RequestId> OutputProcessor::requests() const {
   std::vector<RequestId> ids;
   for (const auto& [id, sample] : samples_) ids.push_back(id);
@@ -63,20 +74,32 @@ SamplingBatch OutputProcessor::sampling_batch(const ScheduledStep& step, const S
   mask_index_.clear();
   int32_t num_masks = 0;
   bool any_tokens = false;
+  int64_t drafted = 0;
   top_logprobs = -1;
-  for (RequestId id : step.sample_ids) {
+  for (size_t row = 0; row < step.sample_ids.size(); ++row) {
+    const RequestId id = step.sample_ids[row];
     const Request& r = *scheduler.find(id);
     const Sample& s = samples_.at(id);
     const GenerateOptions& o = s.live->options;
-    rows_.push_back(o.sampling.row(s.seed, static_cast<uint64_t>(r.num_output_tokens())));
-    const bool ban_stops = r.num_output_tokens() < o.min_tokens && !r.params.stop_ids.empty();
+    // Row i of a verify step's rows samples after drafted tokens d_1 .. d_i: the draw and the history are those
+    // the row would have had without speculation, had the drafts been sampled (only then is its id kept).
+    const int64_t i = row > 0 && step.sample_ids[row - 1] == id ? ++drafted : (drafted = 0);
+    const int64_t outputs = r.num_output_tokens() + i;
+    rows_.push_back(o.sampling.row(s.seed, static_cast<uint64_t>(outputs)));
+    const bool ban_stops = outputs < o.min_tokens && !r.params.stop_ids.empty();
     const bool force_close = o.thinking_budget && s.span_tokens >= o.thinking_budget->max_tokens;
     const bool list = ban_stops || force_close || o.sampling.needs_token_list();
+    const TokenHistory* history = &s.history;
+    if (i > 0 && o.sampling.has_penalties()) {
+      draft_history_ = s.history;
+      for (int64_t j = 0; j < i; ++j) draft_history_.add_output(r.draft[static_cast<size_t>(j)]);
+      history = &draft_history_;
+    }
     if (ban_stops || force_close) {
-      s.history.append_with(ban_stops ? std::span<const int32_t>(r.params.stop_ids) : std::span<const int32_t>(),
-                            force_close ? o.thinking_budget->close_id : -1, tokens_);
+      history->append_with(ban_stops ? std::span<const int32_t>(r.params.stop_ids) : std::span<const int32_t>(),
+                           force_close ? o.thinking_budget->close_id : -1, tokens_);
     } else if (list) {
-      tokens_.insert(tokens_.end(), s.history.tokens().begin(), s.history.tokens().end());
+      tokens_.insert(tokens_.end(), history->tokens().begin(), history->tokens().end());
     }
     any_tokens = any_tokens || list;
     token_starts_.push_back(static_cast<int32_t>(tokens_.size()));
@@ -127,6 +150,7 @@ void OutputProcessor::record(const ScheduledStep& step, Scheduler& scheduler,
     for (; s.recorded < r->num_output_tokens(); ++s.recorded) {
       const int32_t token = ids[static_cast<size_t>(s.recorded)];
       if (o.sampling.has_penalties()) s.history.add_output(token);
+      if (s.ngram) s.ngram->append(token);
       // A stop id ends the output (the mask allowed it only where the output may end).
       const bool stop = std::find(r->params.stop_ids.begin(), r->params.stop_ids.end(), token) != r->params.stop_ids.end();
       if (s.constraint && !stop && !s.constraint->accept(token)) {
@@ -158,6 +182,7 @@ void OutputProcessor::on_step(const ScheduledStep& step, StepOutputs& outputs, S
   }
   for (size_t row = 0; row < step.sample_ids.size(); ++row) {
     const RequestId id = step.sample_ids[row];
+    if (row > 0 && step.sample_ids[row - 1] == id) continue;  // a verify step's later rows: done with its first
     const auto it = samples_.find(id);
     const Request* r = find_request(id, scheduler, done);
     if (it == samples_.end() || !r) continue;  // ended (and reported) since the step
@@ -169,12 +194,13 @@ void OutputProcessor::on_step(const ScheduledStep& step, StepOutputs& outputs, S
     // A failure here (detokenization, stop strings, logprobs) ends this sample alone, with its reason.
     const char* what = "processed";
     try {
-      for (; s.emitted < r->num_output_tokens(); ++s.emitted) {
+      // The step's ids of this sample came from its consecutive rows (several in a verify step), in order.
+      for (size_t from = row; s.emitted < r->num_output_tokens(); ++s.emitted) {
         const int32_t token = ids[static_cast<size_t>(s.emitted)];
         d.ids.push_back(token);
         if (o.logprobs >= 0) {
           what = "given logprobs";
-          TokenLogprobs lp = outputs.logprobs.at(row);
+          TokenLogprobs lp = outputs.logprobs.at(from++);
           lp.top.resize(static_cast<size_t>(o.logprobs));
           d.logprobs.push_back(std::move(lp));
         }

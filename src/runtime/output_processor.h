@@ -17,6 +17,8 @@
 #include "runtime/sampling.h"
 #include "runtime/text_stream.h"
 #include "sched/scheduler.h"
+#include "spec/ngram_index.h"
+#include "spec/speculative_config.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tide {
@@ -44,8 +46,10 @@ class OutputProcessor {
     std::string label;  // names the request in the log
   };
 
-  // `vocab`: the model's vocabulary (the logits' width), which masks cover.
-  OutputProcessor(const Tokenizer& tokenizer, int64_t vocab) : tokenizer_(tokenizer), vocab_(vocab) {}
+  // `vocab`: the model's vocabulary (the logits' width), which masks cover. `speculative`: the engine's n-gram
+  // speculation (prompt lookup per sample), or null.
+  OutputProcessor(const Tokenizer& tokenizer, int64_t vocab, const spec::SpeculativeConfig* speculative = nullptr)
+      : tokenizer_(tokenizer), vocab_(vocab), speculative_(speculative) {}
 
   // Starts following sample `index` of `live`, scheduler request `id`, on `prompt`, drawing from `seed`.
   void add(RequestId id, std::shared_ptr<Live> live, int index, uint64_t seed, std::span<const int32_t> prompt);
@@ -53,6 +57,10 @@ class OutputProcessor {
   std::vector<RequestId> requests_of(uint64_t handle_id) const;
   std::vector<RequestId> requests() const;
   size_t size() const { return samples_.size(); }
+  // Scheduler::Proposer for sample `id`: up to `max_tokens` tokens drafted by prompt lookup over its prompt and
+  // output so far (none for a sample that does not speculate: a constraint or a thinking budget, whose rows
+  // depend on state the drafts would have to advance, or speculation turned off for the request).
+  void propose(RequestId id, int64_t max_tokens, std::vector<int32_t>& draft) const;
 
   // The sample op's inputs for `step`'s rows to sample (views of buffers kept until the next call), and the
   // most top logprobs any of them asked for (-1: none). Constrained rows get their mask's place; its bits are
@@ -88,6 +96,7 @@ class OutputProcessor {
     // Tokens inside the thinking budget's span so far; -1 while outside it.
     int64_t span_tokens = -1;
     std::unique_ptr<TokenConstraint> constraint;  // structured outputs; null: unconstrained
+    std::unique_ptr<spec::NgramIndex> ngram;      // prompt lookup over prompt and output; null: no speculation
   };
   SampleDelta& delta(RequestId id, const Sample& s, Outbox& out) { return out.of(id, s.live->handle, s.index); }
 
@@ -100,7 +109,9 @@ class OutputProcessor {
   std::vector<HistoryToken> tokens_;
   std::vector<int32_t> mask_index_;  // per row: -1, or its mask in masks_
   std::vector<uint32_t> masks_;
+  TokenHistory draft_history_;  // a verify row's history: the sample's and the drafts before the row
   int64_t vocab_ = 0;
+  const spec::SpeculativeConfig* speculative_;
 };
 
 }  // namespace tide

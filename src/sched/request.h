@@ -70,6 +70,9 @@ struct Request {
   // Prompt positions below this had their logits in a step already (PromptLogits; a recompute after a
   // preemption does not ask for them again).
   int64_t prompt_logits_done = 0;
+  // Drafted tokens of the step in flight (speculative decoding): computed after the newest id at positions
+  // num_tokens() .., each checked against the id sampled before it. Not in token_ids until accepted.
+  std::vector<int32_t> draft;
 
   Request(RequestId request_id, RequestParams request_params);
 
@@ -80,6 +83,10 @@ struct Request {
     return std::span<const int32_t>(token_ids).subspan(static_cast<size_t>(num_prompt_tokens()));
   }
   int64_t num_computed_tokens() const { return kv.num_computed(); }
+  // Token `pos` of the sequence, drafted tokens after token_ids.
+  int32_t token_at(int64_t pos) const {
+    return pos < num_tokens() ? token_ids[static_cast<size_t>(pos)] : draft[static_cast<size_t>(pos - num_tokens())];
+  }
   // Tokens to compute before the next id can be sampled: the prompt after the reused prefix, the last
   // sampled id when decoding, or prompt + generated after a preemption (recompute). Always >= 1 unless
   // finished: the newest id is never in the cache.

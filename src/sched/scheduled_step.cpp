@@ -14,16 +14,18 @@ void build_forward_batch(ScheduledStep& step, std::span<const Request* const> re
   for (size_t i = 0; i < step.seqs.size(); ++i) {
     const ScheduledSequence& s = step.seqs[i];
     const Request& r = *requests[i];
-    TIDE_CHECK(r.id == s.request_id && s.num_tokens > 0 && s.start_pos + s.num_tokens <= r.num_tokens());
+    TIDE_CHECK(r.id == s.request_id && s.num_tokens > 0 && s.num_draft == static_cast<int64_t>(r.draft.size()) &&
+               s.start_pos + s.num_tokens <= r.num_tokens() + s.num_draft && s.num_draft < s.num_tokens);
     const auto offset = static_cast<int32_t>(batch.token_ids.size());
-    const auto first = r.token_ids.begin() + s.start_pos;
-    batch.token_ids.insert(batch.token_ids.end(), first, first + s.num_tokens);
+    for (int64_t pos = s.start_pos; pos < s.start_pos + s.num_tokens; ++pos) batch.token_ids.push_back(r.token_at(pos));
     ForwardSequence fs{s.start_pos, s.num_tokens, {}};
     for (const std::vector<int32_t>& table : r.kv.block_tables) fs.block_tables.emplace_back(table);
     batch.seqs.push_back(std::move(fs));
     if (s.samples) {
-      batch.logit_indices.push_back(offset + static_cast<int32_t>(s.num_tokens) - 1);
-      step.sample_ids.push_back(s.request_id);
+      for (int64_t i = s.num_draft; i >= 0; --i) {
+        batch.logit_indices.push_back(offset + static_cast<int32_t>(s.num_tokens - 1 - i));
+        step.sample_ids.push_back(s.request_id);
+      }
     }
     if (r.params.prompt_logits == PromptLogits::kNone) continue;
     const int64_t last = r.num_prompt_tokens() - 1;

@@ -71,6 +71,12 @@ bool Scheduler::finish(RequestId id, FinishReason reason, std::string error) {
   return true;
 }
 
+void Scheduler::set_proposer(Proposer propose, int64_t max_draft) {
+  TIDE_CHECK(!in_flight_ && max_draft >= 0);
+  proposer_ = std::move(propose);
+  max_draft_ = proposer_ ? max_draft : 0;
+}
+
 void Scheduler::retract(const ScheduledStep& step) {
   TIDE_CHECK(in_flight_ && step.step_id == next_step_id_ - 1);
   in_flight_ = false;
@@ -78,6 +84,7 @@ void Scheduler::retract(const ScheduledStep& step) {
     Request& r = *requests_.at(s.request_id);
     TIDE_CHECK(r.num_computed_tokens() == s.start_pos);
     kv_.truncate(r.kv);
+    r.draft.clear();
   }
   std::vector<Request*> done;
   for (Request* r : running_) {
@@ -106,7 +113,7 @@ ScheduledStep Scheduler::schedule() {
   // 1. Decodes, oldest first: one token each keeps every running request's latency flat. The loop bound is
   //    re-read because reserve() may preempt from the back of running_.
   for (size_t i = 0; i < running_.size() && plan.token_budget > 0; ++i) {
-    if (running_[i]->is_decoding()) reserve(*running_[i], 1, plan);
+    if (running_[i]->is_decoding()) reserve_decode(*running_[i], plan);
   }
   // 2. Prefill chunks of running requests (partly computed prompts, recomputes), oldest first.
   for (size_t i = 0; i < running_.size() && plan.token_budget > 0; ++i) {
@@ -124,14 +131,29 @@ ScheduledStep Scheduler::schedule() {
   for (const Planned& e : plan.entries) {
     const Request& r = *e.request;
     const int64_t start = r.num_computed_tokens();
-    const bool samples = start + e.num_tokens == r.num_tokens() && r.params.max_tokens > 0;
-    step.seqs.push_back(ScheduledSequence{r.id, start, e.num_tokens, samples, r.num_prompt_tokens()});
+    const auto num_draft = static_cast<int64_t>(r.draft.size());
+    const bool samples = start + e.num_tokens == r.num_tokens() + num_draft && r.params.max_tokens > 0;
+    step.seqs.push_back(ScheduledSequence{r.id, start, e.num_tokens, samples, num_draft, r.num_prompt_tokens()});
     requests.push_back(&r);
   }
   build_forward_batch(step, requests);
   step.copies = kv_.take_copies();
   in_flight_ = true;
   return step;
+}
+
+void Scheduler::reserve_decode(Request& r, Plan& plan) {
+  r.draft.clear();
+  // Drafts beyond the tokens the request may still emit (max_tokens, the model's length) are never kept; the
+  // verify chunk is a chunk like a prompt's (at most chunk_ tokens, within the step's budget).
+  const int64_t room = std::min({max_draft_, r.params.max_tokens - r.num_output_tokens() - 1,
+                                 options_.max_model_len - r.num_tokens() - 1, plan.token_budget - 1, chunk_ - 1});
+  if (room > 0) {
+    proposer_(r, room, r.draft);
+    if (static_cast<int64_t>(r.draft.size()) > room) r.draft.resize(static_cast<size_t>(room));
+  }
+  const int64_t n = reserve(r, 1 + static_cast<int64_t>(r.draft.size()), plan);
+  r.draft.resize(static_cast<size_t>(std::max<int64_t>(0, n - 1)));  // what the blocks allowed
 }
 
 int64_t Scheduler::reserve(Request& r, int64_t want, Plan& plan) {
@@ -170,6 +192,7 @@ void Scheduler::preempt_newest(Plan& plan) {
     plan.entries.erase(it);
   }
   kv_.free(victim.kv);  // registered blocks stay cached: the recompute may reuse them
+  victim.draft.clear();
   victim.status = RequestStatus::kPreempted;
   ++victim.num_preemptions;
   ++num_preemptions_;
@@ -223,29 +246,53 @@ void Scheduler::update(const ScheduledStep& step, std::span<const int32_t> sampl
   for (const ScheduledSequence& s : step.seqs) {
     Request& r = *requests_.at(s.request_id);  // requests of a step in flight never finish before this
     TIDE_CHECK(r.num_computed_tokens() == s.start_pos);
-    kv_.commit(r.kv, std::span<const int32_t>(r.token_ids).subspan(static_cast<size_t>(s.start_pos), static_cast<size_t>(s.num_tokens)));
+    // Drafted tokens (a verify step's) are committed below, as far as they are accepted.
+    kv_.commit(r.kv, std::span<const int32_t>(r.token_ids)
+                         .subspan(static_cast<size_t>(s.start_pos), static_cast<size_t>(s.num_tokens - s.num_draft)));
     r.prompt_logits_done = std::max(r.prompt_logits_done, std::min(r.num_computed_tokens(), r.num_prompt_tokens()));
     if (r.params.max_tokens == 0 && r.num_computed_tokens() >= r.num_prompt_tokens() &&
         r.pending_finish == FinishReason::kNone) {
       r.pending_finish = FinishReason::kLength;  // a prompt computed for its logits alone
     }
     if (!s.samples) continue;
-    const int32_t id = sampled_ids[row++];
-    if (r.pending_finish != FinishReason::kNone) continue;  // cancelled during the step: the id is dropped
-    r.token_ids.push_back(id);
-    const bool stop = r.num_output_tokens() > r.params.min_tokens &&
-                      std::find(r.params.stop_ids.begin(), r.params.stop_ids.end(), id) != r.params.stop_ids.end();
-    if (stop) {
-      r.pending_finish = FinishReason::kStop;
-    } else if (r.num_output_tokens() >= r.params.max_tokens) {
-      r.pending_finish = FinishReason::kLength;
+    const std::span<const int32_t> ids = sampled_ids.subspan(row, static_cast<size_t>(1 + s.num_draft));
+    row += ids.size();
+    if (s.num_draft > 0) {
+      // Drafts are kept while each equals the id its row sampled; the first row that sampled another id ends
+      // the run with that id. K/V past the kept drafts were computed for rejected tokens: their blocks go back.
+      size_t accepted = 0;
+      while (accepted < r.draft.size() && r.draft[accepted] == ids[accepted]) ++accepted;
+      kv_.commit(r.kv, std::span<const int32_t>(r.draft).first(accepted));
+      kv_.truncate(r.kv);
+      r.draft.clear();
+      num_draft_tokens_ += s.num_draft;
+      num_accepted_tokens_ += static_cast<int64_t>(accepted);
+      ++num_verifies_;
+      for (size_t i = 0; i <= accepted; ++i) {
+        if (!append_sampled(r, ids[i])) break;  // a stop id or max_tokens cuts the run where it would have
+      }
+      continue;
     }
+    append_sampled(r, ids.front());
   }
   std::vector<Request*> done;
   for (Request* r : running_) {
     if (r->pending_finish != FinishReason::kNone) done.push_back(r);
   }
   for (Request* r : done) finish_now(*r, r->pending_finish);
+}
+
+bool Scheduler::append_sampled(Request& r, int32_t id) {
+  if (r.pending_finish != FinishReason::kNone) return false;  // cancelled during the step: the id is dropped
+  r.token_ids.push_back(id);
+  const bool stop = r.num_output_tokens() > r.params.min_tokens &&
+                    std::find(r.params.stop_ids.begin(), r.params.stop_ids.end(), id) != r.params.stop_ids.end();
+  if (stop) {
+    r.pending_finish = FinishReason::kStop;
+  } else if (r.num_output_tokens() >= r.params.max_tokens) {
+    r.pending_finish = FinishReason::kLength;
+  }
+  return r.pending_finish == FinishReason::kNone;
 }
 
 void Scheduler::finish_now(Request& r, FinishReason reason, std::string error) {

@@ -11,6 +11,10 @@
 // so the oldest running request can always preempt everything else, and alone it fits (add() checked
 // KvCacheManager::fits). If it still cannot progress, it finishes with an error instead of hanging.
 //
+// Speculative decoding: with a proposer set, a decoding request may compute drafted tokens after its newest id
+// in the same step (a verify step: the chunk t, d_1 .. d_k, every position sampled); update() keeps the drafts
+// up to the first whose row sampled another id, plus that row's id, and gives back the blocks of the rest.
+//
 // Engine loop (one thread): step = schedule(); run step.copies; forward(step.batch) when !step.empty();
 // sample one id per step.sample_ids row; update(step, ids); take_finished(). Non-goals: sampling parameters,
 // detokenization, threads, priorities other than arrival order.
@@ -18,6 +22,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <span>
 #include <unordered_map>
@@ -41,6 +46,10 @@ struct SchedulerOptions {
 
 class Scheduler {
  public:
+  // Fills `draft` with up to `max_tokens` drafted tokens to follow a decoding request's newest id (left empty:
+  // none this step).
+  using Proposer = std::function<void(const Request& request, int64_t max_tokens, std::vector<int32_t>& draft)>;
+
   // `kv` must outlive the scheduler; the scheduler is its only user while requests are live.
   Scheduler(KvCacheManager& kv, SchedulerOptions options);
   // Gives the blocks of every live request back to `kv`.
@@ -49,6 +58,9 @@ class Scheduler {
   Scheduler& operator=(const Scheduler&) = delete;
 
   const SchedulerOptions& options() const { return options_; }
+  // Turns speculation on (`propose` asked for at most `max_draft` tokens per decoding request and step) or off
+  // (null). Not while a step is in flight.
+  void set_proposer(Proposer propose, int64_t max_draft);
   const KvCacheManager& kv() const { return kv_; }
 
   // Queues a request (status waiting) and returns its id (increasing in arrival order). Throws tide::Error,
@@ -93,6 +105,11 @@ class Scheduler {
   size_t num_running() const { return running_.size(); }
   bool has_unfinished() const { return !requests_.empty(); }
   int64_t num_preemptions() const { return num_preemptions_; }
+  // Speculative decoding so far: drafted tokens computed in verify steps, those accepted, and verify steps of
+  // one request (a request's chunk of drafts counts once).
+  int64_t num_draft_tokens() const { return num_draft_tokens_; }
+  int64_t num_accepted_tokens() const { return num_accepted_tokens_; }
+  int64_t num_verifies() const { return num_verifies_; }
   // SequenceKv of every live request, for KvCacheManager::check_invariants.
   std::vector<const SequenceKv*> live_sequences() const;
 
@@ -118,6 +135,12 @@ class Scheduler {
   void preempt_newest(Plan& plan);
   // Removes `r` from the queues, frees its blocks, and hands it to finished_.
   void finish_now(Request& r, FinishReason reason, std::string error = {});
+  // Plans decoding request `r`: its newest id and, with a proposer, the drafted tokens after it that the token
+  // budget, the blocks, max_tokens and max_model_len leave room for.
+  void reserve_decode(Request& r, Plan& plan);
+  // Appends `id`, sampled for `r`, and marks a finish it causes (a stop id after min_tokens, max_tokens).
+  // Returns false when `r` is done.
+  bool append_sampled(Request& r, int32_t id);
 
   KvCacheManager& kv_;
   SchedulerOptions options_;
@@ -132,6 +155,11 @@ class Scheduler {
   int64_t num_preemptions_ = 0;
   int64_t step_token_limit_ = 0;
   int64_t running_limit_ = 0;
+  Proposer proposer_;
+  int64_t max_draft_ = 0;
+  int64_t num_draft_tokens_ = 0;
+  int64_t num_accepted_tokens_ = 0;
+  int64_t num_verifies_ = 0;
 };
 
 }  // namespace tide

@@ -284,6 +284,14 @@ void HttpServer::State::periodic_log() {
                            step_ms(s.schedule_seconds, last.schedule_seconds),
                            step_ms(s.execute_seconds, last.execute_seconds),
                            step_ms(s.output_seconds, last.output_seconds)));
+      if (const int64_t verifies = s.spec_verifies - last.spec_verifies; verifies > 0) {
+        const int64_t drafted = s.spec_draft_tokens - last.spec_draft_tokens;
+        const int64_t accepted = s.spec_accepted_tokens - last.spec_accepted_tokens;
+        log_line(fmt::format("speculative decoding: {} drafted tokens, {} accepted ({:.1f}%), mean accepted length "
+                             "{:.2f} per verification ({})",
+                             drafted, accepted, drafted == 0 ? 0.0 : 100.0 * static_cast<double>(accepted) / drafted,
+                             static_cast<double>(accepted) / static_cast<double>(verifies), verifies));
+      }
     }
     last = s;
     last_time = now;

@@ -48,6 +48,9 @@ void declare_metrics(MetricsRegistry& m) {
   m.add_counter("tide_prompt_tokens_total", "Prompt tokens computed (a reused prefix is not computed).");
   m.add_counter("tide_generation_tokens_total", "Tokens generated.");
   m.add_counter("tide_num_preemptions_total", "Times a running request gave its blocks back to be recomputed.");
+  m.add_counter("tide_spec_decode_num_draft_tokens_total", "Tokens drafted by speculative decoding and verified.");
+  m.add_counter("tide_spec_decode_num_accepted_tokens_total", "Drafted tokens accepted (the target agreed).");
+  m.add_counter("tide_spec_decode_num_drafts_total", "Verifications: one per request and step that had drafts.");
   m.add_counter("tide_request_success_total", "Samples finished, by finish reason.");
   m.add_counter("tide_grammar_compilations_total", "Output constraints (schemas, regexes, grammars, tool sets) compiled.");
   m.add_counter("tide_grammar_cache_hits_total", "Constrained requests that found their constraint compiled.");
@@ -64,6 +67,9 @@ void refresh_engine_metrics(const Engine& engine, MetricsRegistry& m) {
   m.set("tide_prompt_tokens_total", static_cast<double>(s.prompt_tokens));
   m.set("tide_generation_tokens_total", static_cast<double>(s.generation_tokens));
   m.set("tide_num_preemptions_total", static_cast<double>(s.num_preemptions));
+  m.set("tide_spec_decode_num_draft_tokens_total", static_cast<double>(s.spec_draft_tokens));
+  m.set("tide_spec_decode_num_accepted_tokens_total", static_cast<double>(s.spec_accepted_tokens));
+  m.set("tide_spec_decode_num_drafts_total", static_cast<double>(s.spec_verifies));
   const KvReport kv = engine.kv_report();
   const ArenaStats& a = kv.arena;
   m.set("tide_kv_cache_usage_ratio", a.capacity_blocks == 0 ? 0.0 : double(a.in_use_blocks) / a.capacity_blocks);

@@ -1,7 +1,8 @@
 // Scheduler, randomised: a few hundred requests arriving over time (random lengths on shared prefixes,
 // max_tokens, stop ids, min_tokens), aborts at random moments (waiting, running, with a step in flight),
 // an arena small enough to force preemption, steps that fail and are retracted (the device out of memory),
-// with and without a host tier, windows of different sizes. Every
+// with and without a host tier, windows of different sizes, with and without speculative decoding (drafts from
+// the reference output, some tokens corrupted, so verify steps accept a prefix and reject the rest). Every
 // request must finish with the ids and reason it gets alone (an aborted one with a prefix of them), KV
 // invariants hold after every step, admission is FCFS, and at the end no block is in use.
 #include <gtest/gtest.h>
@@ -31,6 +32,7 @@ struct StressConfig {
   bool host_tier;
   SchedulerOptions options;
   int64_t pool_sequences;  // the arena holds this many longest sequences (preemption below max_num_seqs)
+  int64_t speculative = 0;  // drafted tokens per decoding request and step at most (0: no speculation)
 };
 
 std::ostream& operator<<(std::ostream& os, const StressConfig& c) { return os << c.name; }
@@ -53,6 +55,20 @@ TEST_P(SchedulerStress, EveryRequestFinishesWithItsOwnIds) {
   SchedulerOptions options = cfg.options;
   options.max_model_len = max_len;
   Scheduler sched(kv, options);
+  // Drafts: the request's own continuation (its output alone), each token replaced by a random one a third of
+  // the time, of random length; the scheduler must keep exactly the drafts the model agrees with.
+  std::map<RequestId, Tokens> continuations;
+  if (cfg.speculative > 0) {
+    sched.set_proposer([&](const Request& r, int64_t max_tokens, Tokens& draft) {
+      auto [it, added] = continuations.try_emplace(r.id);
+      if (added) it->second = reference_output(r.params, model.windows(), kVocab).ids;
+      const auto done = static_cast<size_t>(r.num_output_tokens());
+      for (int64_t n = uniform(0, max_tokens); n > 0 && done + draft.size() < it->second.size(); --n) {
+        const int32_t right = it->second[done + draft.size()];
+        draft.push_back(uniform(0, 2) == 0 ? static_cast<int32_t>(uniform(0, kVocab - 1)) : right);
+      }
+    }, cfg.speculative);
+  }
 
   std::vector<Tokens> prefixes;
   for (int i = 0; i < 3; ++i) {
@@ -128,6 +144,12 @@ TEST_P(SchedulerStress, EveryRequestFinishesWithItsOwnIds) {
   }
   EXPECT_EQ(kv.pool().num_in_use(), 0);
   EXPECT_GT(sched.num_preemptions(), 0);
+  if (cfg.speculative > 0) {
+    EXPECT_GT(sched.num_accepted_tokens(), 0);
+    EXPECT_LT(sched.num_accepted_tokens(), sched.num_draft_tokens());  // some drafts were rejected
+  } else {
+    EXPECT_EQ(sched.num_draft_tokens(), 0);
+  }
   EXPECT_GT(cached_tokens, 0);
   EXPECT_FALSE(aborted.empty());
   if (cfg.host_tier) {
@@ -147,7 +169,11 @@ INSTANTIATE_TEST_SUITE_P(
                     StressConfig{"BlockLargerThanWindow", 15, 8, {5, 0}, true, opts(40, 10, 12), 2},
                     StressConfig{"TightBudgets", 16, 2, {6, 0}, false, opts(9, 8, 5), 2},
                     StressConfig{"SiblingGroupsHostTier", 17, 4, {9, 9, 9, 0}, true, opts(48, 12, 16), 3},
-                    StressConfig{"TwoGlobalGroups", 18, 3, {7, 7, 0, 0}, false, opts(32, 8, 8), 2}),
+                    StressConfig{"TwoGlobalGroups", 18, 3, {7, 7, 0, 0}, false, opts(32, 8, 8), 2},
+                    StressConfig{"SpeculativeSlidingAndGlobal", 19, 4, {9, 0}, false, opts(48, 12, 16), 3, 4},
+                    StressConfig{"SpeculativeHostTier", 20, 8, {5, 0}, true, opts(40, 10, 12), 2, 6},
+                    StressConfig{"SpeculativeTightBudgets", 21, 2, {6, 0}, false, opts(9, 8, 5), 2, 3},
+                    StressConfig{"SpeculativeTwoWindows", 22, 3, {5, 17, 0}, false, opts(32, 6, 7), 2, 16}),
     [](const testing::TestParamInfo<StressConfig>& info) { return info.param.name; });
 
 }  // namespace
