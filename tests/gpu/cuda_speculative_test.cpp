@@ -1,8 +1,8 @@
 // Speculative decoding (prompt lookup) on the GPU: verify steps (several query tokens and sample rows per
 // request, mixed with other requests' decodes) run the chunked-prefill kernels, so their bf16 logits are not
-// the decode step's bits; every golden case, and prompts that quote themselves, must still meet the bf16
-// greedy rule against the f32 CPU reference (bf16_greedy.h), drafts must be accepted, and no block may stay in
-// use.
+// the decode step's bits; every golden case must still meet the bf16 greedy rule against the f32 CPU
+// reference (bf16_greedy.h), prompts that quote themselves (mostly verify steps) the same rule with the bound
+// of the prefill path, drafts must be accepted, and no block may stay in use.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -58,8 +58,14 @@ TEST_P(CudaSpeculative, GoldenGreedyWithinBf16NoiseAndDraftsAccepted) {
     const std::vector<GenerateResult> results = engine.generate_batch(batch);
     size_t agree = 0, total = 0;
     for (size_t i = 0; i < batch.size(); ++i) {
+      // The golden cases under the decode tests' bound; the quoting prompts, where drafts are accepted and most
+      // tokens come from verify steps, under twice that bound: a verify step's logits come from the prefill
+      // attention kernel, which rounds probabilities to bf16 (FlashAttention's rule) where the decode kernel
+      // keeps them f32-accurate (one step of cohere2-tiny-hd128 measured 1.4x the decode bound).
+      const bool golden = i < g["generate"].size();
       const test::GreedyAgreement a = test::expect_greedy_within_bf16_noise(
-          reference, batch[i].prompt, want[i], results[i].ids, noise, name + " case " + std::to_string(i));
+          reference, batch[i].prompt, want[i], results[i].ids, golden ? noise : 2 * noise,
+          name + " case " + std::to_string(i));
       agree += a.agree;
       total += a.total;
     }
