@@ -91,8 +91,9 @@ SamplingBatch OutputProcessor::sampling_batch(const ScheduledStep& step, const S
     const bool list = ban_stops || force_close || o.sampling.needs_token_list();
     const TokenHistory* history = &s.history;
     if (i > 0 && o.sampling.has_penalties()) {
-      draft_history_ = s.history;
-      for (int64_t j = 0; j < i; ++j) draft_history_.add_output(r.draft[static_cast<size_t>(j)]);
+      // The request's rows are consecutive: the history of row i is row i - 1's with d_i added.
+      if (i == 1) draft_history_ = s.history;
+      draft_history_.add_output(r.draft[static_cast<size_t>(i - 1)]);
       history = &draft_history_;
     }
     if (ban_stops || force_close) {
