@@ -1,8 +1,8 @@
 // Speculative decoding (prompt lookup) on the GPU: verify steps (several query tokens and sample rows per
-// request, mixed with other requests' decodes) run the chunked-prefill kernels, so their bf16 logits are not
-// the decode step's bits; every golden case must still meet the bf16 greedy rule against the f32 CPU
-// reference (bf16_greedy.h), prompts that quote themselves (mostly verify steps) the same rule with the bound
-// of the prefill path, drafts must be accepted, and no block may stay in use.
+// request, mixed with other requests' decodes) run their matmuls over more tokens than a decode step, on other
+// kernels, so their bf16 logits are not the decode step's bits; every golden case must still meet the bf16 greedy rule against the f32 CPU
+// reference (bf16_greedy.h), prompts that quote themselves (mostly verify steps) the same rule with twice its
+// bound, drafts must be accepted, and no block may stay in use.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -59,9 +59,10 @@ TEST_P(CudaSpeculative, GoldenGreedyWithinBf16NoiseAndDraftsAccepted) {
     size_t agree = 0, total = 0;
     for (size_t i = 0; i < batch.size(); ++i) {
       // The golden cases under the decode tests' bound; the quoting prompts, where drafts are accepted and most
-      // tokens come from verify steps, under twice that bound: a verify step's logits come from the prefill
-      // attention kernel, which rounds probabilities to bf16 (FlashAttention's rule) where the decode kernel
-      // keeps them f32-accurate (one step of cohere2-tiny-hd128 measured 1.4x the decode bound).
+      // tokens come from verify steps, under twice that bound: a verify step's bf16 logits come from matmuls
+      // over more tokens (other cuBLASLt kernels, another summation order) and, in a step that also carries a
+      // prompt chunk, from the prefill attention kernel (one step of cohere2-tiny-hd128 measured 1.4x the
+      // decode tests' bound).
       const bool golden = i < g["generate"].size();
       const test::GreedyAgreement a = test::expect_greedy_within_bf16_noise(
           reference, batch[i].prompt, want[i], results[i].ids, golden ? noise : 2 * noise,
