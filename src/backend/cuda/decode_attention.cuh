@@ -2,7 +2,10 @@
 // paged window-aware KV cache. Template on head_dim; included by attention_d<D>.cu.
 //
 // A CTA serves one token and one KV head: the group's query heads are the 16 rows of one mma tile (padded
-// with zero rows), against one split of the token's keys [max(0, p - W + 1), p], in tiles of 64 keys. Each of
+// with zero rows), against one split of the token's keys [max(0, p - W + 1), p], in tiles of 64 keys. Where
+// sequences bring several new tokens (a speculative verify step) and the group is small, a CTA serves up to
+// 16 / group consecutive tokens of one sequence (rows token-major), so their K/V are read once for all of them;
+// each row masks the keys past its own position and before its own window. Each of
 // the 4 warps copies its own 16 keys of every tile (cp.async, kStages deep, so enough bytes are in flight to
 // keep HBM busy) and scores and accumulates them with its own online softmax, on a pipeline of its own (no
 // CTA barrier per tile); the warps' states merge in shared memory at the end. With one split the CTA writes
@@ -52,6 +55,10 @@ struct DecodeParams {
   int num_splits;
   int group;
   float scale_log2;
+  // Tokens per CTA (mma_decode_tokens_per_cta): 1, CTA x = token x; more, CTA x = tiles_per_seq * s + j serves
+  // tokens [seq_starts[s] + j tokens_per_cta, ..) of sequence s (an empty tile past its tokens does nothing).
+  int tokens_per_cta;
+  int tiles_per_seq;
 };
 
 __device__ inline int64_t sequence_of(const int32_t* seq_starts, int64_t num_seqs, int64_t t) {
@@ -71,18 +78,38 @@ __global__ void __launch_bounds__(DecodeConfig<D, kS, kFp8>::kThreads, 2)
     decode_attention_kernel(const __grid_constant__ DecodeParams dp) {
   using C = DecodeConfig<D, kS, kFp8>;
   const PagedAttentionParams& p = dp.p;
-  const int64_t t = blockIdx.x, kv_head = blockIdx.y;
+  const int64_t kv_head = blockIdx.y;
   const int split = blockIdx.z;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int group = dp.group;
 
-  const int64_t pos = p.positions[t];
-  const int64_t first = p.window == 0 ? 0 : max(int64_t{0}, pos - p.window + 1);
+  // This CTA's tokens t0 .. t0 + count - 1 (one sequence's, consecutive positions) and query rows.
+  int64_t t0 = blockIdx.x, seq;
+  int count = 1;
+  if (dp.tokens_per_cta == 1) {
+    seq = sequence_of(p.seq_starts, p.num_seqs, t0);
+  } else {
+    seq = blockIdx.x / dp.tiles_per_seq;
+    t0 = p.seq_starts[seq] + static_cast<int64_t>(blockIdx.x % dp.tiles_per_seq) * dp.tokens_per_cta;
+    const int64_t end = seq + 1 < p.num_seqs ? p.seq_starts[seq + 1] : p.num_tokens;
+    count = static_cast<int>(min(int64_t{dp.tokens_per_cta}, end - t0));
+    if (count <= 0) {  // past the sequence's tokens
+      begin_dependent_kernel();
+      return;
+    }
+  }
+  const int rows = count * group;
+  const int64_t pos = p.positions[t0 + count - 1];    // the last token's: the keys end there
+  const int64_t pos_first = pos - (count - 1);        // the first token's
+  const int64_t first = p.window == 0 ? 0 : max(int64_t{0}, pos_first - p.window + 1);
   // Splits are whole tiles, so every CTA but the last of a token runs full tiles.
   const int64_t per_split = ((pos - first + 1 + dp.num_splits - 1) / dp.num_splits + C::kKeys - 1) / C::kKeys * C::kKeys;
   const int64_t lo = first + split * per_split, hi = min(pos + 1, lo + per_split);  // keys [lo, hi)
-  const int64_t slot0 = (t * p.num_heads + kv_head * group) * dp.num_splits + split;  // head h: + h * num_splits
-  const int32_t* table = p.block_tables + sequence_of(p.seq_starts, p.num_seqs, t) * p.max_blocks;
+  // Row r's slot: token t0 + r / group, head kv_head * group + r % group.
+  const auto slot_of = [&](int r) {
+    return ((t0 + r / group) * p.num_heads + kv_head * group + r % group) * dp.num_splits + split;
+  };
+  const int32_t* table = p.block_tables + seq * p.max_blocks;
   // Positions, sequence starts and block tables are the step's inputs, which no kernel writes: read before
   // the wait, while the kernel before (RoPE and the KV store) still runs; with one-tile splits (short contexts,
   // where the latency of each load is on the step's path) the tile's block-table entries are fetched into L1
@@ -92,9 +119,9 @@ __global__ void __launch_bounds__(DecodeConfig<D, kS, kFp8>::kThreads, 2)
   }
   begin_dependent_kernel();
   if (lo >= hi) {  // an empty split (short context): contributes nothing to the merge
-    for (int h = tid; h < group; h += C::kThreads) {
-      dp.part_ml[(slot0 + h * dp.num_splits) * 2] = -INFINITY;
-      dp.part_ml[(slot0 + h * dp.num_splits) * 2 + 1] = 0.0f;
+    for (int r = tid; r < rows; r += C::kThreads) {
+      dp.part_ml[slot_of(r) * 2] = -INFINITY;
+      dp.part_ml[slot_of(r) * 2 + 1] = 0.0f;
     }
     return;
   }
@@ -104,12 +131,13 @@ __global__ void __launch_bounds__(DecodeConfig<D, kS, kFp8>::kThreads, 2)
   const uint32_t q_tile = smem_addr(smem);
   const uint32_t kv_base = q_tile + 16 * D * 2;
   const int64_t row_size = (p.num_heads + 2 * p.num_heads_kv) * D;
-  const bf16* q_rows = p.qkv + t * row_size + kv_head * group * D;
+  const bf16* q_rows = p.qkv + t0 * row_size + kv_head * group * D;
   if constexpr (!kFp8) {
     for (int i = tid; i < 16 * (D / 8); i += C::kThreads) {
       const int r = i / (D / 8), c = i % (D / 8);
-      const bool valid = r < group;
-      cp_async_16(q_tile + swizzle<D>(r, c), valid ? q_rows + r * D + c * 8 : p.qkv, valid);
+      const bool valid = r < rows;
+      cp_async_16(q_tile + swizzle<D>(r, c), valid ? q_rows + (r / group) * row_size + (r % group) * D + c * 8 : p.qkv,
+                  valid);
     }
   }
   // Each warp copies its own 16 keys of every tile into its slice of the stage and reads only those, so the
@@ -126,7 +154,16 @@ __global__ void __launch_bounds__(DecodeConfig<D, kS, kFp8>::kThreads, 2)
     cp_async_commit();
   }
   // With FP8 the query rows load while the first tiles are in flight (published by the loop's first barrier).
-  if constexpr (kFp8) load_q_fp8_order<D, C::kThreads>(q_tile, q_rows, group, tid);
+  if constexpr (kFp8) load_q_fp8_order<D, C::kThreads>(q_tile, q_rows, rows, group, row_size, tid);
+  // The last key each of this thread's two rows (lane / 4 and + 8) sees, and the first with a window; rows
+  // past `rows` are zero queries whose results are never written.
+  int64_t row_last[2], row_first[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int r = min(lane / 4 + 8 * h, rows - 1);
+    row_last[h] = pos_first + r / group;
+    row_first[h] = p.window == 0 ? 0 : row_last[h] - p.window + 1;
+  }
 
   float o[D / 8][4] = {};
   float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
@@ -158,12 +195,16 @@ __global__ void __launch_bounds__(DecodeConfig<D, kS, kFp8>::kThreads, 2)
     } else {
       score_16x16<D>(s, q_tile, 0, slice, 0, lane);
     }
-    if (k0 + 16 > hi) {
+    // Masks: keys at or past the split's end, and with several tokens a row's keys past its position or before
+    // its window (with one token, every key of [lo, hi) is visible).
+    if (k0 + 16 > hi || (count > 1 && (k0 + 16 > pos_first + 1 || (p.window != 0 && k0 < pos - p.window + 1)))) {
 #pragma unroll
       for (int j = 0; j < 2; ++j) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          if (k0 + 8 * j + 2 * (lane % 4) + (e & 1) >= hi) s[j][e] = -INFINITY;
+          const int64_t key = k0 + 8 * j + 2 * (lane % 4) + (e & 1);
+          const int h = e / 2;
+          if (key >= hi || key > row_last[h] || key < row_first[h]) s[j][e] = -INFINITY;
         }
       }
     }
@@ -172,7 +213,9 @@ __global__ void __launch_bounds__(DecodeConfig<D, kS, kFp8>::kThreads, 2)
       float mx = fmaxf(row_max[h], fmaxf(fmaxf(s[0][2 * h], s[0][2 * h + 1]), fmaxf(s[1][2 * h], s[1][2 * h + 1])));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float base = mx * dp.scale_log2;  // finite: the warp's first key is visible
+      // Finite with one token (the warp's first key is visible); with several, a row may see none of the warp's
+      // keys yet: then nothing changes (every term is 0).
+      const float base = mx == -INFINITY ? 0.0f : mx * dp.scale_log2;
       const float correction = ex2(row_max[h] * dp.scale_log2 - base);
       row_max[h] = mx;
 #pragma unroll
@@ -241,22 +284,26 @@ __global__ void __launch_bounds__(DecodeConfig<D, kS, kFp8>::kThreads, 2)
   }
   __syncthreads();
 
-  for (int i = tid; i < group * D; i += C::kThreads) {
+  for (int i = tid; i < rows * D; i += C::kThreads) {
     const int r = i / D, e = i % D;
     float m_all = -INFINITY;
 #pragma unroll
     for (int w = 0; w < C::kWarps; ++w) m_all = fmaxf(m_all, ml_s[(w * 16 + r) * 2]);
     float l_all = 0.0f, o_all = 0.0f;
+    // A row that saw no key of this split (with several tokens per CTA, a split past an earlier token's
+    // position) stays (max -inf, sum 0, O 0), as an empty split, which the merge weighs 0.
+    if (m_all != -INFINITY) {
 #pragma unroll
-    for (int w = 0; w < C::kWarps; ++w) {
-      const float weight = ex2((ml_s[(w * 16 + r) * 2] - m_all) * dp.scale_log2);  // 0 for an idle warp
-      l_all += weight * ml_s[(w * 16 + r) * 2 + 1];
-      o_all += weight * o_s[(w * 16 + r) * D + e];
+      for (int w = 0; w < C::kWarps; ++w) {
+        const float weight = ex2((ml_s[(w * 16 + r) * 2] - m_all) * dp.scale_log2);  // 0 for an idle warp
+        l_all += weight * ml_s[(w * 16 + r) * 2 + 1];
+        o_all += weight * o_s[(w * 16 + r) * D + e];
+      }
     }
     if (dp.num_splits == 1) {
-      p.out[(t * p.num_heads + kv_head * group + r) * D + e] = __float2bfloat16(o_all / l_all);
+      p.out[((t0 + r / group) * p.num_heads + kv_head * group + r % group) * D + e] = __float2bfloat16(o_all / l_all);
     } else {
-      const int64_t slot = slot0 + r * dp.num_splits;
+      const int64_t slot = slot_of(r);
       dp.part_out[slot * D + e] = o_all;
       if (e == 0) {
         dp.part_ml[slot * 2] = m_all;
@@ -289,7 +336,7 @@ static __global__ void __launch_bounds__(kMergeThreads) merge_splits_kernel(cons
   // 0 for an empty split (max -inf, sum 0), whose partial output was never written.
   const float w = m == -INFINITY ? 0.0f : ex2((m - m_all) * dp.scale_log2);
   if (tid < splits) weight[tid] = w;
-  const float l_all = block_sum<kMergeThreads>(l * w, shared);  // its barriers publish weight[]
+  const float l_all = block_sum<kMergeThreads>(w == 0.0f ? 0.0f : l * w, shared);  // its barriers publish weight[]
 
   const int groups = d / 4, lanes = kMergeThreads / groups;  // float4 columns x shares of the splits
   const int column = tid % groups, lane = tid / groups;
@@ -332,13 +379,15 @@ void launch_decode_kernel(const DecodeParams& dp, dim3 grid, cudaStream_t stream
 }
 
 template <int D>
-void launch_decode(const PagedAttentionParams& p, int64_t max_keys, float* part_out, float* part_ml, int num_splits,
-                   cudaStream_t stream) {
+void launch_decode(const PagedAttentionParams& p, int64_t max_keys, int64_t max_seq_tokens, float* part_out,
+                   float* part_ml, int num_splits, cudaStream_t stream) {
   if (p.num_tokens == 0) return;
-  const DecodeParams dp{p, part_out, part_ml, num_splits, static_cast<int>(p.num_heads / p.num_heads_kv),
-                        p.scale * kLog2e};
-  const dim3 grid(static_cast<unsigned>(p.num_tokens), static_cast<unsigned>(p.num_heads_kv),
-                  static_cast<unsigned>(num_splits));
+  const int group = static_cast<int>(p.num_heads / p.num_heads_kv);
+  const int per_cta = mma_decode_tokens_per_cta(group, max_seq_tokens);
+  const int tiles = static_cast<int>((max_seq_tokens + per_cta - 1) / per_cta);
+  const DecodeParams dp{p, part_out, part_ml, num_splits, group, p.scale * kLog2e, per_cta, tiles};
+  const int64_t ctas = mma_decode_ctas(p.num_tokens, p.num_seqs, group, max_seq_tokens);
+  const dim3 grid(static_cast<unsigned>(ctas), static_cast<unsigned>(p.num_heads_kv), static_cast<unsigned>(num_splits));
   // A split covers at most this many tiles (the kernel rounds each split up to whole tiles).
   constexpr int64_t kKeys = DecodeConfig<D, 1>::kKeys;
   const int64_t split_tiles = ((max_keys + num_splits - 1) / num_splits + kKeys - 1) / kKeys;

@@ -212,15 +212,21 @@ enum class PrefillAttentionKernel { kAuto, kMmaSync, kWgmma };
 // tokens any sequence has in the batch (host value; sizes the grid).
 void launch_mma_prefill(const PagedAttentionParams& p, int64_t max_seq_tokens, PrefillAttentionKernel kernel,
                         cudaStream_t stream);
-// Decode (one CTA per token, KV head and split of the keys): at most 16 query heads per KV head.
+// Decode (one CTA per token, KV head and split of the keys): at most 16 query heads per KV head. Sequences with
+// several new tokens (max_seq_tokens > 1, a speculative verify step) put up to 16 / group consecutive tokens of a
+// sequence in one CTA (mma_decode_tokens_per_cta), which then reads their keys once.
 bool mma_decode_supports(int64_t head_dim, int64_t group);
-// How many splits of the keys a decode launch uses on a GPU with `num_sms` multiprocessors, when a token
-// attends to at most `max_keys` keys.
-int mma_decode_splits(int64_t num_tokens, int64_t num_heads_kv, int64_t max_keys, int num_sms);
+int mma_decode_tokens_per_cta(int64_t group, int64_t max_seq_tokens);
+// The CTAs per KV head and split of a decode launch: one per token, or per tile of a sequence's tokens.
+int64_t mma_decode_ctas(int64_t num_tokens, int64_t num_seqs, int64_t group, int64_t max_seq_tokens);
+// How many splits of the keys a decode launch of `ctas` CTAs per KV head and split (mma_decode_ctas) uses on a
+// GPU with `num_sms` multiprocessors, when a token attends to at most `max_keys` keys.
+int mma_decode_splits(int64_t ctas, int64_t num_heads_kv, int64_t max_keys, int num_sms);
 // part_out: [T, Hq, splits, D] f32 and part_ml: [T, Hq, splits, 2] f32 scratch (unused with one split).
-// max_keys: the most keys a token attends to (as given to mma_decode_splits).
-void launch_mma_decode(const PagedAttentionParams& p, int64_t max_keys, float* part_out, float* part_ml, int num_splits,
-                       cudaStream_t stream);
+// max_keys: the most keys a token attends to (as given to mma_decode_splits); max_seq_tokens: the most new
+// tokens of a sequence in the batch (host value).
+void launch_mma_decode(const PagedAttentionParams& p, int64_t max_keys, int64_t max_seq_tokens, float* part_out,
+                       float* part_ml, int num_splits, cudaStream_t stream);
 
 // Generic CUDA-core kernel (attention.cu), for head_dims the tensor-core kernels do not instantiate.
 // Whether the attention kernel handles this head_dim and number of query heads per KV head.

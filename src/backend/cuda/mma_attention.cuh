@@ -18,8 +18,8 @@ namespace tide::cuda::mma {
 template <int D>
 void launch_prefill(const PagedAttentionParams& p, int64_t max_seq_tokens, cudaStream_t stream);
 template <int D>
-void launch_decode(const PagedAttentionParams& p, int64_t max_keys, float* part_out, float* part_ml, int num_splits,
-                   cudaStream_t stream);
+void launch_decode(const PagedAttentionParams& p, int64_t max_keys, int64_t max_seq_tokens, float* part_out,
+                   float* part_ml, int num_splits, cudaStream_t stream);
 // The wgmma prefill kernel (wgmma_attention.cu): head_dim 128, a bf16 or FP8 cache.
 void launch_wgmma_prefill(const PagedAttentionParams& p, int64_t max_seq_tokens, cudaStream_t stream);
 
@@ -212,18 +212,21 @@ __device__ __forceinline__ void sts32(uint32_t addr, uint32_t v) {
   asm volatile("st.shared.u32 [%0], %1;" ::"r"(addr), "r"(v) : "memory");
 }
 
-// The 16 query rows (zero past `group`) into the swizzled query tile, each 16-dim chunk's dim pairs reordered
+// The 16 query rows (zero past `rows`) into the swizzled query tile, each 16-dim chunk's dim pairs reordered
 // (pair 2i to place i, pair 2i + 1 to place 4 + i) so that k = 2t, 2t + 1 of the mma's A fragment is dims 4t,
-// 4t + 1 and k = 2t + 8, 2t + 9 is dims 4t + 2, 4t + 3. Plain loads and stores, kThreads threads.
+// 4t + 1 and k = 2t + 8, 2t + 9 is dims 4t + 2, 4t + 3. Row r is head r % group of token r / group, tokens
+// `token_stride` elements apart. Plain loads and stores, kThreads threads.
 template <int D, int kThreads>
-__device__ __forceinline__ void load_q_fp8_order(uint32_t q_tile, const bf16* q_rows, int group, int tid) {
+__device__ __forceinline__ void load_q_fp8_order(uint32_t q_tile, const bf16* q_rows, int rows, int group,
+                                                 int64_t token_stride, int tid) {
   constexpr int kPairs = 16 * (D / 2);
   static_assert(kPairs % kThreads == 0);
   uint32_t v[kPairs / kThreads];
 #pragma unroll
   for (int i = 0; i < kPairs / kThreads; ++i) {  // the loads first, all in flight
     const int pair = tid + i * kThreads, r = pair / (D / 2);
-    v[i] = r < group ? __ldg(reinterpret_cast<const uint32_t*>(q_rows + r * D) + pair % (D / 2)) : 0u;
+    const bf16* row = q_rows + (r / group) * token_stride + (r % group) * D;
+    v[i] = r < rows ? __ldg(reinterpret_cast<const uint32_t*>(row) + pair % (D / 2)) : 0u;
   }
 #pragma unroll
   for (int i = 0; i < kPairs / kThreads; ++i) {
