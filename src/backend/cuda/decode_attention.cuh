@@ -387,7 +387,8 @@ void launch_decode(const PagedAttentionParams& p, int64_t max_keys, int64_t max_
   const int tiles = static_cast<int>((max_seq_tokens + per_cta - 1) / per_cta);
   const DecodeParams dp{p, part_out, part_ml, num_splits, group, p.scale * kLog2e, per_cta, tiles};
   const int64_t ctas = mma_decode_ctas(p.num_tokens, p.num_seqs, group, max_seq_tokens);
-  const dim3 grid(static_cast<unsigned>(ctas), static_cast<unsigned>(p.num_heads_kv), static_cast<unsigned>(num_splits));
+  const dim3 grid(static_cast<unsigned>(ctas), static_cast<unsigned>(p.num_heads_kv),
+                  static_cast<unsigned>(num_splits));
   // A split covers at most this many tiles (the kernel rounds each split up to whole tiles).
   constexpr int64_t kKeys = DecodeConfig<D, 1>::kKeys;
   const int64_t split_tiles = ((max_keys + num_splits - 1) / num_splits + kKeys - 1) / kKeys;
