@@ -74,20 +74,19 @@ void CudaBackend::matmul_fp8(Tensor out, const Tensor& x8, const Tensor& x_scale
   if (x_scales.dtype != DType::kF32 || w_scales.dtype != DType::kF32) fail("cuda backend: matmul_fp8 scales must be F32");
   if (out.dtype != DType::kBF16 && out.dtype != DType::kF32) fail("cuda backend: matmul_fp8 output must be BF16 or F32");
   if (t == 0) return;
+  // tide's kernels' parameters (the wgmma kernel has one shape: it ignores the variant).
+  const cuda::Fp8SmallMatmul p{out.data, out.dtype == DType::kF32, static_cast<const uint8_t*>(x8.data),
+                               static_cast<const float*>(x_scales.data), static_cast<const uint8_t*>(w8.data),
+                               static_cast<const float*>(w_scales.data), alpha, t, k, n, fp8_small_variant_,
+                               split_scratch_};
   if (t <= fp8_small_max_tokens_ && cuda::fp8_small_matmul_supports(t, k, n) && aligned16(x8.data) &&
       aligned16(w8.data)) {
-    const cuda::Fp8SmallMatmul p{out.data, out.dtype == DType::kF32, static_cast<const uint8_t*>(x8.data),
-                                 static_cast<const float*>(x_scales.data), static_cast<const uint8_t*>(w8.data),
-                                 static_cast<const float*>(w_scales.data), alpha, t, k, n, fp8_small_variant_,
-                                 split_scratch_};
     cuda::launch_fp8_small_matmul(p, num_sms_, stream_);
     return;
   }
-  if (t <= fp8_wgmma_max_tokens_ && cuda::fp8_wgmma_matmul_supports(t, k, n)) {
-    const cuda::Fp8SmallMatmul p{out.data, out.dtype == DType::kF32, static_cast<const uint8_t*>(x8.data),
-                                 static_cast<const float*>(x_scales.data), static_cast<const uint8_t*>(w8.data),
-                                 static_cast<const float*>(w_scales.data), alpha, t, k, n, -1, split_scratch_};
-    if (cuda::launch_fp8_wgmma_matmul(p, num_sms_, stream_)) return;
+  if (t <= fp8_wgmma_max_tokens_ && cuda::fp8_wgmma_matmul_supports(t, k, n) &&
+      cuda::launch_fp8_wgmma_matmul(p, num_sms_, stream_)) {
+    return;
   }
   MatmulPlan& plan = matmul_plan(t, k, n, out.dtype == DType::kF32 ? CUDA_R_32F : CUDA_R_16BF, /*fp8=*/true);
   const void* a_scale = w_scales.data;

@@ -10,9 +10,10 @@
 // stage, 128 weight rows x 128 bytes of K and the tokens' same 128 bytes, with two tensor-map copies into the
 // 128-byte-swizzled layout wgmma reads (rows and tokens past the matrix zero-filled); weights are copied
 // before the grid dependency wait (no kernel writes them), activations after it. Each consumer multiplies its
-// 64 rows by every token: four m64nNk32 products per stage accumulate in a temporary that the thread then
-// adds to its f32 sums. Hopper's tensor cores add FP8 products with about 13 bits (wgmma.cuh), so a sum is
-// kept in the tensor core over 128 bytes of K only, as cuBLASLt's FP8 kernels promote theirs: the result is
+// 64 rows by every token: a stage's four m64nNk32 products accumulate in temporaries (two of 64 bytes of K
+// each with up to 128 tokens, one of 128 bytes with more: Config::kTemps) that the thread then adds to its f32
+// sums. Hopper's tensor cores add FP8 products with about 13 bits (wgmma.cuh), so a sum is kept in the tensor
+// core over at most 128 bytes of K, as cuBLASLt's FP8 kernels promote theirs: the result is
 // within about 2^-13 of the terms' magnitude, like cuBLASLt's, where the mma.sync kernels
 // (fp8_small_matmul.cu) reach f32's rounding.
 //
