@@ -114,6 +114,18 @@ std::vector<float> run_case(const Case& c, uint32_t seed) {
   const std::vector<float> got = test::to_f32(gpu, out_g), want = test::to_f32(cpu, out_c);
   for (float v : got) EXPECT_TRUE(std::isfinite(v)) << "the kernel read a released block";
   EXPECT_LT(test::rel_err(got, want), 2 * test::kBf16Rounding);
+  if (max_seq_tokens <= 8) {
+    // The decode kernel's other builds (two CTAs per SM with deeper stages, three with shallower ones, and the
+    // splits each plans), which the automatic choice takes for other batches and contexts.
+    for (const int ctas : {2, 3}) {
+      gpu.set_decode_ctas_per_sm(ctas);
+      gpu.attention(out_g, qkv.gpu, kv_g, layer, batch_g, c.shape, c.window);
+      const std::vector<float> forced = test::to_f32(gpu, out_g);
+      for (float v : forced) EXPECT_TRUE(std::isfinite(v)) << ctas << " CTAs per SM: the kernel read a released block";
+      EXPECT_LT(test::rel_err(forced, want), 2 * test::kBf16Rounding) << ctas << " CTAs per SM";
+    }
+    gpu.set_decode_ctas_per_sm(0);
+  }
   return got;
 }
 
@@ -233,6 +245,36 @@ TEST(CudaAttention, PrefillSameOutputsWithOrWithoutACachedPrefix) {
 }
 
 // --- tensor-core decode kernel: split over keys ---
+
+// The launch plan (host arithmetic, no GPU needed): three CTAs per SM while the splits stay short, two with
+// deeper stages for long splits and wherever three do not fit (more than 8 query rows, head_dim 256); splits
+// fill one wave of resident CTAs, are at least one 64-key tile and at most 128.
+TEST(CudaAttention, DecodePlanSplitsAndCtasPerSm) {
+  constexpr int kSms = 132;
+  // R7B (8 KV heads, group 4), one token per sequence.
+  EXPECT_EQ(cuda::mma_decode_plan(1, 8, 1025, kSms, 128, 4, 1).ctas_per_sm, 3);
+  EXPECT_EQ(cuda::mma_decode_plan(1, 8, 1025, kSms, 128, 4, 1).splits, 17);          // by keys: 17 tiles
+  EXPECT_EQ(cuda::mma_decode_plan(1, 8, 32769, kSms, 128, 4, 1).splits, 49);         // 3 x 132 / 8
+  EXPECT_EQ(cuda::mma_decode_plan(8, 8, 32769, kSms, 128, 4, 1).ctas_per_sm, 3);     // 6 splits of 5.5K keys
+  EXPECT_EQ(cuda::mma_decode_plan(8, 8, 32769, kSms, 128, 4, 1).splits, 6);
+  const cuda::DecodePlan long_splits = cuda::mma_decode_plan(32, 8, 32769, kSms, 128, 4, 1);
+  EXPECT_EQ(long_splits.ctas_per_sm, 2);  // one split of 32K keys
+  EXPECT_EQ(long_splits.splits, 1);
+  EXPECT_EQ(cuda::mma_decode_plan(256, 8, 1025, kSms, 128, 4, 1).splits, 1);
+  EXPECT_EQ(cuda::mma_decode_plan(256, 8, 1025, kSms, 128, 4, 1).ctas_per_sm, 3);
+  // Forced: two CTAs per SM plan their own splits (2 x 132 / 8), three where they fit.
+  EXPECT_EQ(cuda::mma_decode_plan(1, 8, 32769, kSms, 128, 4, 1, 2).splits, 33);
+  EXPECT_EQ(cuda::mma_decode_plan(1, 8, 32769, kSms, 128, 4, 1, 2).ctas_per_sm, 2);
+  EXPECT_EQ(cuda::mma_decode_plan(32, 8, 32769, kSms, 128, 4, 1, 3).ctas_per_sm, 3);
+  // More than 8 query rows a CTA (Command A's group of 12; a verify step's 4 tokens x 4 heads), head_dim 256.
+  EXPECT_EQ(cuda::mma_decode_plan(1, 8, 1025, kSms, 128, 12, 1, 3).ctas_per_sm, 2);
+  EXPECT_EQ(cuda::mma_decode_plan(32, 8, 1025, kSms, 128, 4, 5).ctas_per_sm, 2);
+  EXPECT_EQ(cuda::mma_decode_plan(1, 8, 1025, kSms, 128, 4, 2).ctas_per_sm, 3);  // 2 tokens x 4 heads
+  EXPECT_EQ(cuda::mma_decode_plan(1, 2, 1025, kSms, 256, 4, 1).ctas_per_sm, 2);
+  // Bounds: at least one split, at most 128.
+  EXPECT_EQ(cuda::mma_decode_plan(4096, 8, 1 << 20, kSms, 128, 4, 1).splits, 1);
+  EXPECT_EQ(cuda::mma_decode_plan(1, 1, 1 << 20, kSms, 128, 4, 1).splits, 128);
+}
 
 TEST(CudaAttention, DecodeLongContextManySplits) {
   TIDE_REQUIRE_GPU();

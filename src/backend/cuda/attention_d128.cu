@@ -5,6 +5,7 @@
 namespace tide::cuda::mma {
 
 template void launch_prefill<128>(const PagedAttentionParams&, int64_t, cudaStream_t);
-template void launch_decode<128>(const PagedAttentionParams&, int64_t, int64_t, float*, float*, int, cudaStream_t);
+template void launch_decode<128>(const PagedAttentionParams&, int64_t, int64_t, float*, float*, const DecodePlan&,
+                                 cudaStream_t);
 
 }  // namespace tide::cuda::mma

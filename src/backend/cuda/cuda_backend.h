@@ -112,6 +112,9 @@ class CudaBackend final : public Backend {
   // Which kernel serves prefill attention at head_dim 128 over a bf16 cache (kernels.h); for tests and
   // benchmarks comparing the two.
   void set_prefill_attention_kernel(cuda::PrefillAttentionKernel kernel) { prefill_kernel_ = kernel; }
+  // The decode attention kernel's CTAs per SM (kernels.h, DecodePlan): 0 chosen per launch (the default), 2 or 3
+  // forced where the shape allows (tests covering both builds of the kernel, benchmarks comparing them).
+  void set_decode_ctas_per_sm(int ctas) { decode_ctas_per_sm_ = ctas; }
   // How the streaming FP8 kernel's tensor-map variants copy weights on this driver (kernels.h).
   static const char* fp8_tensor_map_feed();
   // Programmatic dependent launch of tide's kernels (launch.cuh): on by default; off for benchmarks that
@@ -153,6 +156,7 @@ class CudaBackend final : public Backend {
   int64_t fp8_wgmma_max_tokens_ = cuda::kFp8WgmmaDispatchMaxTokens;
   int fp8_small_variant_ = -1;
   cuda::PrefillAttentionKernel prefill_kernel_ = cuda::PrefillAttentionKernel::kAuto;
+  int decode_ctas_per_sm_ = 0;
   // Ops go to stream_ (with workspace_ for cuBLASLt): the main stream's, or the side stream's between
   // side_begin() and side_end().
   cudaStream_t stream_ = nullptr;

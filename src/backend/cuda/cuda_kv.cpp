@@ -107,13 +107,14 @@ void CudaBackend::attention(Tensor out, const Tensor& qkv, const KvStorage& kv, 
     // sequence's tokens, which read each K/V tile once for all of them.
     if (batch.max_seq_tokens <= kDecodeMaxTokens && cuda::mma_decode_supports(shape.head_dim, group)) {
       const int64_t ctas = cuda::mma_decode_ctas(p.num_tokens, p.num_seqs, group, batch.max_seq_tokens);
-      const int splits = cuda::mma_decode_splits(ctas, p.num_heads_kv, max_keys, num_sms_);
-      const int64_t slots = splits > 1 ? p.num_tokens * p.num_heads * splits : 1;
+      const cuda::DecodePlan plan = cuda::mma_decode_plan(ctas, p.num_heads_kv, max_keys, num_sms_, shape.head_dim,
+                                                          group, batch.max_seq_tokens, decode_ctas_per_sm_);
+      const int64_t slots = plan.splits > 1 ? p.num_tokens * p.num_heads * plan.splits : 1;
       // Every slot is written before the merge reads it (an empty split writes its (max, sum) as (-inf, 0)):
       // no memset in front of the kernel.
       const Tensor part_out = alloc_scratch(DType::kF32, Shape{slots, shape.head_dim});
       const Tensor part_ml = alloc_scratch(DType::kF32, Shape{slots, 2});
-      cuda::launch_mma_decode(p, max_keys, batch.max_seq_tokens, part_out.as<float>(), part_ml.as<float>(), splits,
+      cuda::launch_mma_decode(p, max_keys, batch.max_seq_tokens, part_out.as<float>(), part_ml.as<float>(), plan,
                               stream_);
     } else {
       cuda::launch_mma_prefill(p, batch.max_seq_tokens, prefill_kernel_, stream_);

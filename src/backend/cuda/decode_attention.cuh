@@ -1,16 +1,19 @@
 // Decode attention on tensor cores (mma.sync m16n8k16), split over keys (flash-decoding style), over the
 // paged window-aware KV cache. Template on head_dim; included by attention_d<D>.cu.
 //
-// A CTA serves one token and one KV head: the group's query heads are the 16 rows of one mma tile (padded
-// with zero rows), against one split of the token's keys [max(0, p - W + 1), p], in tiles of 64 keys. Where
-// sequences bring several new tokens (a speculative verify step) and the group is small, a CTA serves up to
-// 16 / group consecutive tokens of one sequence (rows token-major), so their K/V are read once for all of them;
-// each row masks the keys past its own position and before its own window. Each of
-// the 4 warps copies its own 16 keys of every tile (cp.async, kStages deep, so enough bytes are in flight to
-// keep HBM busy) and scores and accumulates them with its own online softmax, on a pipeline of its own (no
-// CTA barrier per tile); the warps' states merge in shared memory at the end. With one split the CTA writes
-// the output; otherwise it writes an unnormalized partial (O, max, sum) that merge_splits_kernel combines.
-// Only blocks inside the window are read.
+// A CTA serves one token and one KV head against one split of the token's keys [max(0, p - W + 1), p], in tiles
+// of 64 keys. The keys are the mma's M and the group's query heads its N, in tiles of 8 (S^T = K Q^T,
+// O^T = V^T P^T): a decode's group of 4 fills half of an 8-wide N (a 16-row M would be a quarter full), the
+// output needs half the registers, and the queries sit in registers for the whole kernel. Where sequences
+// bring several new tokens (a speculative verify step) and the group is small, a CTA serves up to 16 / group
+// consecutive tokens of one sequence (rows token-major, two N tiles), so their K/V are read once for all of
+// them; each row masks the keys past its own position and before its own window. Each of the 4 warps copies
+// its own 16 keys of every tile (cp.async, kStages deep, so enough bytes are in flight to keep HBM busy) and
+// scores and accumulates them with its own online softmax, on a pipeline of its own (no CTA barrier per tile);
+// the warps' states merge in shared memory at the end. With one split the CTA writes the output; otherwise it
+// writes an unnormalized partial (O, max, sum) that merge_splits_kernel combines. Only blocks inside the window
+// are read. Two builds per shape (DecodePlan): three CTAs per SM with shallow stages, for many short splits,
+// and two with deeper ones, for long splits.
 #pragma once
 
 #include <cfloat>
@@ -21,15 +24,19 @@
 
 namespace tide::cuda::mma {
 
-// kS: K/V tiles in flight (kDecodeDeepStages, kDecodeFp8DeepStages). Splits of one tile (the usual decode
-// split at small batches) take one stage: its CTAs then fit beside the other stream's matmul CTAs.
+// kS: K/V tiles in flight (decode_stages). Splits of one tile (the usual decode split at small batches) take one
+// stage: its CTAs then fit beside the other stream's matmul CTAs.
 // kFp8: an FP8 cache, staged raw (Fp8KvStage); the mma steps read the codes from the stage.
-template <int D, int kS, bool kFp8 = false>
+// kN: query rows in tiles of 8 (the mma's N): 1 for up to 8 rows (a decode with a group of at most 8), 2 for up
+// to 16 (a group of 16, or several tokens of one sequence).
+// kCtas: the CTAs per SM the launch bounds give registers for (mma_decode_plan's ctas_per_sm).
+template <int D, int kS, bool kFp8, int kN, int kCtas>
 struct DecodeConfig {
   static constexpr int kWarps = 4;
   static constexpr int kThreads = 32 * kWarps;
   static constexpr int kKeys = 16 * kWarps;  // a tile: 16 keys per warp
   static constexpr int kStages = kS;
+  static constexpr int kRows = 8 * kN;
   // A stage holds a tile as one slice per warp, its 16 keys in the layout of KvTileCopy<D, 16, 32, kFp8> (K
   // then V rows of bf16, or an FP8 stage): each warp copies and reads only its own slices, so the warps'
   // pipelines need no CTA barrier per tile. (All threads copying whole tiles, a CTA barrier publishing each,
@@ -37,16 +44,22 @@ struct DecodeConfig {
   static constexpr int kSliceBytes = kFp8 ? Fp8KvStage<D, 16>::kBytes : 2 * 16 * D * 2;
   static constexpr int kStageBytes = kWarps * kSliceBytes;
   static constexpr int kStagedBytes = kStages * kStageBytes;
-  // The end-of-loop merge reuses the K/V stages: per warp 16 rows of O (f32) and (max, sum) per row.
-  static constexpr int kMergeBytes = kWarps * 16 * (D + 2) * 4;
-  static constexpr int kKvBytes = kStagedBytes > kMergeBytes ? kStagedBytes : kMergeBytes;
-  static constexpr size_t kSmemBytes = static_cast<size_t>(16 * D * 2 + kKvBytes);
+  // The end-of-loop merge reuses the K/V stages: per warp kRows rows of O (f32) and (max, sum) per row.
+  static constexpr int kMergeBytes = kWarps * kRows * (D + 2) * 4;
+  static constexpr size_t kSmemBytes = static_cast<size_t>(kStagedBytes > kMergeBytes ? kStagedBytes : kMergeBytes);
+  static_assert(kCtas == 2 || (kCtas == 3 && kN == 1 && D <= 128), "three CTAs per SM: one row tile, D <= 128");
+  // (At head_dim 256 two stages of 64 KB leave room for one CTA per SM: the plan's two make two waves.)
+  static_assert(D > 128 || kCtas * (kSmemBytes + 1024) <= 228 * 1024, "kCtas CTAs fit an SM's shared memory");
 };
-template <int D>
-inline constexpr int kDecodeDeepStages = D <= 128 ? 3 : 2;
-// With an FP8 cache a stage holds half the bytes: more of them in flight, still two CTAs per SM.
-template <int D>
-inline constexpr int kDecodeFp8DeepStages = D <= 128 ? 5 : 2;
+
+// K/V tiles in flight for splits of several tiles. Three CTAs per SM (many short splits) keep each under 76 KB of
+// shared memory; two (long splits, where a CTA's own depth of loads is what keeps the memory busy) take
+// three bf16 or five FP8 stages (an FP8 stage holds a bit over half the bytes).
+constexpr int decode_stages(int d, bool fp8, int ctas_per_sm) {
+  if (d > 128) return 2;
+  if (ctas_per_sm == 3) return fp8 ? 3 : 2;
+  return fp8 ? 5 : 3;
+}
 
 struct DecodeParams {
   PagedAttentionParams p;
@@ -70,17 +83,148 @@ __device__ inline int64_t sequence_of(const int32_t* seq_starts, int64_t num_seq
   return lo;
 }
 
-// kFp8: K/V from an FP8 cache (KvTileCopy), its codes widened in registers (fp8_score_16x16,
-// fp8_pv_16), the keys' scales applied to the scores and probabilities; the query tile's dims are permuted to
-// match (load_q_fp8_order).
-template <int D, int kS, bool kFp8 = false>
-__global__ void __launch_bounds__(DecodeConfig<D, kS, kFp8>::kThreads, 2)
+// The transpose of an 8x8 b16 matrix held as an mma fragment (lane 4 g + t: row g, columns 2t, 2t + 1).
+__device__ __forceinline__ uint32_t transpose_8x8(uint32_t x) {
+  uint32_t y;
+  asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(y) : "r"(x));
+  return y;
+}
+
+// One warp's S^T = K Q^T over its 16 landed keys (the mma's M) and the CTA's query rows (N, in kN tiles of 8):
+// s[n] holds keys g, g + 8 (lane 4 g + t) by rows 8 n + 2t, 8 n + 2t + 1. The query's B fragments q live in
+// registers for the whole kernel; at head_dim <= 128 two accumulators per tile halve the chain of dependent mmas
+// (at 256 the registers are short: one).
+// bf16: k_tile is the slice's swizzled K tile. FP8: the slice's K codes, the query's dims permuted to match
+// (load_decode_query); unscaled.
+template <int D, bool kFp8, int kN>
+__device__ __forceinline__ void decode_scores(float (&s)[kN][4], const uint32_t (&q)[kN][D / 16][2], uint32_t k_tile,
+                                              int lane) {
+  constexpr bool kTwo = D <= 128;
+  float s2[kN][4] = {};
+  if constexpr (kFp8) {
+    using S = Fp8KvStage<D, 16>;
+#pragma unroll
+    for (int kk = 0; kk < D / 32; ++kk) {
+      // Matrix m = lane / 8: keys 8 (m % 2) .. + 8 and dims 16 (2 kk + m / 2) .. + 16; lane 4 g + t gets codes
+      // 4t .. 4t + 3 of key g, which stand for k = 2t, 2t + 1 (bytes 0, 1) and 2t + 8, 2t + 9 (bytes 2, 3).
+      uint32_t k4[4];
+      ldmatrix_x4(k4, k_tile + (8 * ((lane / 8) % 2) + lane % 8) * S::kRowBytes + (2 * kk + lane / 16) * 16);
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const uint32_t a[4] = {widen_pair(k4[2 * h], 0x1404), widen_pair(k4[2 * h + 1], 0x1404),
+                               widen_pair(k4[2 * h], 0x3424), widen_pair(k4[2 * h + 1], 0x3424)};
+#pragma unroll
+        for (int n = 0; n < kN; ++n) mma_bf16(kTwo && h ? s2[n] : s[n], a, q[n][2 * kk + h][0], q[n][2 * kk + h][1]);
+      }
+    }
+  } else {
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      uint32_t a[4];  // keys 0-7 / 8-15 by dims 16 kk + 0-7 / 8-15
+      ldmatrix_x4(a, k_tile + swizzle<D>(8 * ((lane / 8) % 2) + lane % 8, 2 * kk + lane / 16));
+#pragma unroll
+      for (int n = 0; n < kN; ++n) mma_bf16(kTwo && kk % 2 ? s2[n] : s[n], a, q[n][kk][0], q[n][kk][1]);
+    }
+  }
+  if constexpr (kTwo) {
+#pragma unroll
+    for (int n = 0; n < kN; ++n) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[n][e] += s2[n][e];
+    }
+  }
+}
+
+// O^T += V^T P^T over the warp's 16 landed keys: b / b_tail are P^T's B fragments (keys by rows) as a bf16 head
+// and tail. o[m][n] holds rows 8 n + 2t, 8 n + 2t + 1 of dims decode_dims(m, lane).
+template <int D, bool kFp8, int kN>
+__device__ __forceinline__ void decode_pv(float (&o)[D / 16][kN][4], const uint32_t (&b)[kN][2],
+                                          const uint32_t (&b_tail)[kN][2], uint32_t v_tile, int lane) {
+  if constexpr (kFp8) {
+    using S = Fp8KvStage<D, 16>;
+#pragma unroll
+    for (int cc = 0; cc < D / 32; ++cc) {
+      // Transposed, matrix m (keys 8 (m % 2) .. + 8, dims 16 (2 cc + m / 2) .. + 16) gives lane 4 g + t codes
+      // 2g, 2g + 1 of keys 2t and 2t + 1: bytes (0, 2) dim 2g of both keys, bytes (1, 3) dim 2g + 1's.
+      uint32_t v4[4];
+      ldmatrix_x4_trans(v4, v_tile + (8 * ((lane / 8) % 2) + lane % 8) * S::kRowBytes + (2 * cc + lane / 16) * 16);
+#pragma unroll
+      for (int odd = 0; odd < 2; ++odd) {
+        const uint32_t selector = odd ? 0x3414 : 0x2404;
+        const uint32_t a[4] = {widen_pair(v4[0], selector), widen_pair(v4[2], selector), widen_pair(v4[1], selector),
+                               widen_pair(v4[3], selector)};
+#pragma unroll
+        for (int n = 0; n < kN; ++n) {
+          mma_bf16(o[2 * cc + odd][n], a, b[n][0], b[n][1]);
+          mma_bf16(o[2 * cc + odd][n], a, b_tail[n][0], b_tail[n][1]);
+        }
+      }
+    }
+  } else {
+#pragma unroll
+    for (int m = 0; m < D / 16; ++m) {
+      uint32_t a[4];  // dims 16 m + 0-7 / 8-15 by keys 0-7 / 8-15
+      ldmatrix_x4_trans(a, v_tile + swizzle<D>(8 * (lane / 16) + lane % 8, 2 * m + (lane / 8) % 2));
+#pragma unroll
+      for (int n = 0; n < kN; ++n) {
+        mma_bf16(o[m][n], a, b[n][0], b[n][1]);
+        mma_bf16(o[m][n], a, b_tail[n][0], b_tail[n][1]);
+      }
+    }
+  }
+}
+
+// The dims of o[m][n][0..1] (first) and o[m][n][2..3] (second) for lane 4 g + t.
+template <int D, bool kFp8>
+__device__ __forceinline__ int2 decode_dims(int m, int lane) {
+  const int g = lane / 4;
+  if constexpr (kFp8) {  // m = 2 cc + odd: dims 32 cc + 2g + odd and 16 more
+    return make_int2(32 * (m / 2) + 2 * g + m % 2, 32 * (m / 2) + 16 + 2 * g + m % 2);
+  } else {
+    return make_int2(16 * m + g, 16 * m + 8 + g);
+  }
+}
+
+// The query rows' B fragments: q[n][c] holds row 8 n + g's dims 16 c + 2t, 2t + 1 and 16 c + 2t + 8, 2t + 9
+// (bf16 cache), or 16 c + 4t .. 4t + 3 (FP8: the order of decode_scores' widened codes). Rows past `rows` are
+// zero queries whose results are never written. Row r is head r % group of token r / group.
+template <int D, bool kFp8, int kN>
+__device__ __forceinline__ void load_decode_query(uint32_t (&q)[kN][D / 16][2], const bf16* q_rows, int rows,
+                                                  int group, int64_t token_stride, int lane) {
+  const int g = lane / 4, t = lane % 4;
+#pragma unroll
+  for (int n = 0; n < kN; ++n) {
+    const int r = 8 * n + g;
+    const bf16* row = q_rows + (r < rows ? (r / group) * token_stride + (r % group) * D : 0);
+#pragma unroll
+    for (int c = 0; c < D / 16; ++c) {
+      if constexpr (kFp8) {
+        const uint2 w = r < rows ? __ldg(reinterpret_cast<const uint2*>(row + 16 * c + 4 * t)) : make_uint2(0, 0);
+        q[n][c][0] = w.x, q[n][c][1] = w.y;
+      } else {
+        const uint32_t* words = reinterpret_cast<const uint32_t*>(row + 16 * c + 2 * t);
+        q[n][c][0] = r < rows ? __ldg(words) : 0u;
+        q[n][c][1] = r < rows ? __ldg(words + 4) : 0u;
+      }
+    }
+  }
+}
+
+// kFp8: K/V from an FP8 cache (KvTileCopy), its codes widened in registers (widen_pair), the keys' scales
+// applied to the scores and probabilities.
+//
+// The keys are the mma's M and the query rows its N (S^T = K Q^T, O^T = V^T P^T): a group of 4 fills half of an
+// 8-wide N where it would fill a quarter of a 16-row M, the output needs half the registers, the queries stay in
+// registers, and P^T's fragments come from S^T's by one movmatrix per 8x8 (no shared memory).
+template <int D, int kS, bool kFp8, int kN, int kCtas>
+__global__ void __launch_bounds__(DecodeConfig<D, kS, kFp8, kN, kCtas>::kThreads, kCtas)
     decode_attention_kernel(const __grid_constant__ DecodeParams dp) {
-  using C = DecodeConfig<D, kS, kFp8>;
+  using C = DecodeConfig<D, kS, kFp8, kN, kCtas>;
+  constexpr int R = C::kRows;
   const PagedAttentionParams& p = dp.p;
   const int64_t kv_head = blockIdx.y;
   const int split = blockIdx.z;
-  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
   const int group = dp.group;
 
   // This CTA's tokens t0 .. t0 + count - 1 (one sequence's, consecutive positions) and query rows.
@@ -128,18 +272,9 @@ __global__ void __launch_bounds__(DecodeConfig<D, kS, kFp8>::kThreads, 2)
   const int64_t num_tiles = (hi - lo + C::kKeys - 1) / C::kKeys;
 
   extern __shared__ __align__(128) unsigned char smem[];
-  const uint32_t q_tile = smem_addr(smem);
-  const uint32_t kv_base = q_tile + 16 * D * 2;
+  const uint32_t kv_base = smem_addr(smem);
   const int64_t row_size = (p.num_heads + 2 * p.num_heads_kv) * D;
   const bf16* q_rows = p.qkv + t0 * row_size + kv_head * group * D;
-  if constexpr (!kFp8) {
-    for (int i = tid; i < 16 * (D / 8); i += C::kThreads) {
-      const int r = i / (D / 8), c = i % (D / 8);
-      const bool valid = r < rows;
-      cp_async_16(q_tile + swizzle<D>(r, c), valid ? q_rows + (r / group) * row_size + (r % group) * D + c * 8 : p.qkv,
-                  valid);
-    }
-  }
   // Each warp copies its own 16 keys of every tile into its slice of the stage and reads only those, so the
   // warps' pipelines run on their own: no CTA barrier per tile. Warp w's keys of tile `tile`: from key_of(tile).
   using Copy = KvTileCopy<D, 16, 32, kFp8>;
@@ -153,32 +288,38 @@ __global__ void __launch_bounds__(DecodeConfig<D, kS, kFp8>::kThreads, 2)
     if (s < num_tiles) load(s, s);
     cp_async_commit();
   }
-  // With FP8 the query rows load while the first tiles are in flight (published by the loop's first barrier).
-  if constexpr (kFp8) load_q_fp8_order<D, C::kThreads>(q_tile, q_rows, rows, group, row_size, tid);
-  // The last key each of this thread's two rows (lane / 4 and + 8) sees, and the first with a window; rows
-  // past `rows` are zero queries whose results are never written.
-  int64_t row_last[2], row_first[2];
+  // The queries load into registers while the first tiles are in flight.
+  uint32_t q[kN][D / 16][2];
+  load_decode_query<D, kFp8, kN>(q, q_rows, rows, group, row_size, lane);
+  // The last key each of this thread's query rows (8 n + 2t + j) sees, and the first with a window; rows past
+  // `rows` are zero queries whose results are never written.
+  int64_t row_last[kN][2], row_first[kN][2];
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int r = min(lane / 4 + 8 * h, rows - 1);
-    row_last[h] = pos_first + r / group;
-    row_first[h] = p.window == 0 ? 0 : row_last[h] - p.window + 1;
+  for (int n = 0; n < kN; ++n) {
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const int r = min(8 * n + 2 * t + j, rows - 1);
+      row_last[n][j] = pos_first + r / group;
+      row_first[n][j] = p.window == 0 ? 0 : row_last[n][j] - p.window + 1;
+    }
   }
 
-  float o[D / 8][4] = {};
-  float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
+  float o[D / 16][kN][4] = {};
+  // Per query row: the running max (the same in every lane of the row), and this lane's share of the sum
+  // (its keys g and g + 8; the lanes' shares are added after the loop).
+  float row_max[kN][2], row_sum[kN][2] = {};
+#pragma unroll
+  for (int n = 0; n < kN; ++n) row_max[n][0] = row_max[n][1] = -INFINITY;
   for (int64_t it = 0; it < num_tiles; ++it) {
-    // The first tile also needs the query tile, which every thread loaded: a CTA barrier once.
-    const auto landed = [&] { it == 0 ? __syncthreads() : __syncwarp(); };
     if constexpr (C::kStages == 1) {
       __syncwarp();  // every lane is done with the warp's slice of tile it - 1
       load(0, it);
       cp_async_commit();
       cp_async_wait<0>();
-      landed();  // the warp's slice of tile `it`, copied by all its lanes
+      __syncwarp();  // the warp's slice of tile `it`, copied by all its lanes
     } else {
       cp_async_wait<C::kStages - 2>();
-      landed();  // the warp's slice of tile `it`; every lane is done with tile it - 1's slice
+      __syncwarp();  // the warp's slice of tile `it`; every lane is done with tile it - 1's slice
       const int64_t next = it + C::kStages - 1;
       if (next < num_tiles) load(static_cast<int>(next % C::kStages), next);
       cp_async_commit();
@@ -188,98 +329,111 @@ __global__ void __launch_bounds__(DecodeConfig<D, kS, kFp8>::kThreads, 2)
     const uint32_t slice = slice0 + static_cast<int>(it % C::kStages) * C::kStageBytes;
     const uint32_t v_tile = slice + (kFp8 ? Fp8KvStage<D, 16>::kCodeBytes : 16 * D * 2);
 
-    float s[2][4] = {};
+    float s[kN][4] = {};
+    decode_scores<D, kFp8, kN>(s, q, slice, lane);
+    float v_scale[2] = {1.0f, 1.0f};  // keys g and g + 8
     if constexpr (kFp8) {
-      fp8_score_16x16<D>(s, q_tile, slice, lane);
-      scale_by_keys<D, 16>(s, slice, 0, 0, lane);
-    } else {
-      score_16x16<D>(s, q_tile, 0, slice, 0, lane);
+      const uint32_t scales = slice + Fp8KvStage<D, 16>::kScales;
+      float k_scale[2];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        asm volatile("ld.shared.f32 %0, [%1];" : "=f"(k_scale[h]) : "r"(scales + (g + 8 * h) * 4));
+        asm volatile("ld.shared.f32 %0, [%1];" : "=f"(v_scale[h]) : "r"(scales + (16 + g + 8 * h) * 4));
+      }
+#pragma unroll
+      for (int n = 0; n < kN; ++n) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s[n][e] *= k_scale[e / 2];
+      }
     }
     // Masks: keys at or past the split's end, and with several tokens a row's keys past its position or before
     // its window (with one token, every key of [lo, hi) is visible).
     if (k0 + 16 > hi || (count > 1 && (k0 + 16 > pos_first + 1 || (p.window != 0 && k0 < pos - p.window + 1)))) {
 #pragma unroll
-      for (int j = 0; j < 2; ++j) {
+      for (int n = 0; n < kN; ++n) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          const int64_t key = k0 + 8 * j + 2 * (lane % 4) + (e & 1);
-          const int h = e / 2;
-          if (key >= hi || key > row_last[h] || key < row_first[h]) s[j][e] = -INFINITY;
+          const int64_t key = k0 + g + 8 * (e / 2);
+          const int j = e % 2;
+          if (key >= hi || key > row_last[n][j] || key < row_first[n][j]) s[n][e] = -INFINITY;
         }
       }
     }
+    // Online softmax down the columns: a row's max over the warp's 16 keys is over the 8 lanes of its t.
+    float correction[kN][2];
+    bool rescale = false;
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      float mx = fmaxf(row_max[h], fmaxf(fmaxf(s[0][2 * h], s[0][2 * h + 1]), fmaxf(s[1][2 * h], s[1][2 * h + 1])));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      // Finite with one token (the warp's first key is visible); with several, a row may see none of the warp's
-      // keys yet: then nothing changes (every term is 0).
-      const float base = mx == -INFINITY ? 0.0f : mx * dp.scale_log2;
-      const float correction = ex2(row_max[h] * dp.scale_log2 - base);
-      row_max[h] = mx;
+    for (int n = 0; n < kN; ++n) {
 #pragma unroll
       for (int j = 0; j < 2; ++j) {
-        s[j][2 * h] = ex2(fmaf(s[j][2 * h], dp.scale_log2, -base));
-        s[j][2 * h + 1] = ex2(fmaf(s[j][2 * h + 1], dp.scale_log2, -base));
-      }
-      row_sum[h] = row_sum[h] * correction + s[0][2 * h] + s[0][2 * h + 1] + s[1][2 * h] + s[1][2 * h + 1];
-#pragma unroll
-      for (int n = 0; n < D / 8; ++n) {
-        o[n][2 * h] *= correction;
-        o[n][2 * h + 1] *= correction;
-      }
-    }
-    // P goes through the P·V mma as a bf16 head and tail (split_bf16): as accurate as f32 probabilities, for
-    // twice the P·V mmas, which this memory-bound kernel has time for. (Prefill, compute-bound, rounds P to
-    // bf16 as FlashAttention does.)
-    if constexpr (kFp8) scale_by_keys<D, 16>(s, slice, 1, 0, lane);
-    uint32_t a[4], a_tail[4];
-    split_bf16(s[0][0], s[0][1], a[0], a_tail[0]);
-    split_bf16(s[0][2], s[0][3], a[1], a_tail[1]);
-    split_bf16(s[1][0], s[1][1], a[2], a_tail[2]);
-    split_bf16(s[1][2], s[1][3], a[3], a_tail[3]);
-    if constexpr (kFp8) {
-      fp8_pv_16<D>(o, a, a_tail, v_tile, lane);
-    } else {
-#pragma unroll
-      for (int nd = 0; nd < D / 16; ++nd) {
-        uint32_t b[4];
-        ldmatrix_x4_trans(b, v_tile + swizzle<D>(lane % 8 + ((lane / 8) % 2) * 8, 2 * nd + lane / 16));
-        mma_bf16(o[2 * nd], a, b[0], b[1]);
-        mma_bf16(o[2 * nd + 1], a, b[2], b[3]);
-        mma_bf16(o[2 * nd], a_tail, b[0], b[1]);
-        mma_bf16(o[2 * nd + 1], a_tail, b[2], b[3]);
+        float mx = fmaxf(s[n][j], s[n][j + 2]);
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 4));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 8));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 16));
+        mx = fmaxf(mx, row_max[n][j]);
+        // Finite with one token (the warp's first key is visible); with several, a row may see none of the
+        // warp's keys yet: then nothing changes (every term is 0).
+        const float base = mx == -INFINITY ? 0.0f : mx * dp.scale_log2;
+        correction[n][j] = ex2(row_max[n][j] * dp.scale_log2 - base);  // exactly 1 where the max stays
+        rescale |= mx != row_max[n][j];
+        row_max[n][j] = mx;
+        s[n][j] = ex2(fmaf(s[n][j], dp.scale_log2, -base));
+        s[n][j + 2] = ex2(fmaf(s[n][j + 2], dp.scale_log2, -base));
+        row_sum[n][j] = row_sum[n][j] * correction[n][j] + s[n][j] + s[n][j + 2];
       }
     }
+    // Once a row's max settles its correction is exactly 1: the output is rescaled only when some max moved.
+    if (__any_sync(0xffffffffu, rescale)) {
+#pragma unroll
+      for (int m = 0; m < D / 16; ++m) {
+#pragma unroll
+        for (int n = 0; n < kN; ++n) {
+          o[m][n][0] *= correction[n][0], o[m][n][1] *= correction[n][1];
+          o[m][n][2] *= correction[n][0], o[m][n][3] *= correction[n][1];
+        }
+      }
+    }
+    // P^T (times the keys' V scales with FP8) as B fragments: the bf16 head and tail (split_bf16: as accurate
+    // as f32 probabilities, for twice the P V mmas, which this memory-bound kernel has time for) of each 8x8
+    // of S^T's layout, transposed.
+    uint32_t b[kN][2], b_tail[kN][2];
+#pragma unroll
+    for (int n = 0; n < kN; ++n) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        uint32_t head, tail;
+        split_bf16(s[n][2 * h] * v_scale[h], s[n][2 * h + 1] * v_scale[h], head, tail);
+        b[n][h] = transpose_8x8(head);
+        b_tail[n][h] = transpose_8x8(tail);
+      }
+    }
+    decode_pv<D, kFp8, kN>(o, b, b_tail, v_tile, lane);
   }
   cp_async_wait<0>();
   __syncthreads();  // the K/V stages are free: they hold the warps' states now
 
-  float* o_s = reinterpret_cast<float*>(smem + 16 * D * 2);  // [warp][16][D]
-  float* ml_s = o_s + C::kWarps * 16 * D;                     // [warp][16][2]
+  float* o_s = reinterpret_cast<float*>(smem);  // [warp][R][D]
+  float* ml_s = o_s + C::kWarps * R * D;         // [warp][R][2]
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    float l = row_sum[h];
-    l += __shfl_xor_sync(0xffffffffu, l, 1);
-    l += __shfl_xor_sync(0xffffffffu, l, 2);
-    const int r = lane / 4 + 8 * h;
-    if constexpr (kFp8) {  // fp8_pv_16's columns: dims 16 c + 4 (lane % 4) + {0, 1, 2, 3}
+  for (int n = 0; n < kN; ++n) {
 #pragma unroll
-      for (int c = 0; c < D / 16; ++c) {
-        *reinterpret_cast<float4*>(o_s + (warp * 16 + r) * D + 16 * c + 4 * (lane % 4)) =
-            make_float4(o[2 * c][2 * h], o[2 * c + 1][2 * h], o[2 * c][2 * h + 1], o[2 * c + 1][2 * h + 1]);
+    for (int j = 0; j < 2; ++j) {
+      float l = row_sum[n][j];
+      l += __shfl_xor_sync(0xffffffffu, l, 4);
+      l += __shfl_xor_sync(0xffffffffu, l, 8);
+      l += __shfl_xor_sync(0xffffffffu, l, 16);
+      const int r = 8 * n + 2 * t + j;
+      float* row = o_s + (warp * R + r) * D;
+#pragma unroll
+      for (int m = 0; m < D / 16; ++m) {
+        const int2 dims = decode_dims<D, kFp8>(m, lane);
+        row[dims.x] = o[m][n][j];
+        row[dims.y] = o[m][n][j + 2];
       }
-    } else {
-#pragma unroll
-      for (int n = 0; n < D / 8; ++n) {
-        *reinterpret_cast<float2*>(o_s + (warp * 16 + r) * D + 8 * n + 2 * (lane % 4)) =
-            make_float2(o[n][2 * h], o[n][2 * h + 1]);
+      if (g == 0) {
+        ml_s[(warp * R + r) * 2] = row_max[n][j];
+        ml_s[(warp * R + r) * 2 + 1] = l;
       }
-    }
-    if (lane % 4 == 0) {
-      ml_s[(warp * 16 + r) * 2] = row_max[h];
-      ml_s[(warp * 16 + r) * 2 + 1] = l;
     }
   }
   __syncthreads();
@@ -288,16 +442,16 @@ __global__ void __launch_bounds__(DecodeConfig<D, kS, kFp8>::kThreads, 2)
     const int r = i / D, e = i % D;
     float m_all = -INFINITY;
 #pragma unroll
-    for (int w = 0; w < C::kWarps; ++w) m_all = fmaxf(m_all, ml_s[(w * 16 + r) * 2]);
+    for (int w = 0; w < C::kWarps; ++w) m_all = fmaxf(m_all, ml_s[(w * R + r) * 2]);
     float l_all = 0.0f, o_all = 0.0f;
     // A row that saw no key of this split (with several tokens per CTA, a split past an earlier token's
     // position) stays (max -inf, sum 0, O 0), as an empty split, which the merge weighs 0.
     if (m_all != -INFINITY) {
 #pragma unroll
       for (int w = 0; w < C::kWarps; ++w) {
-        const float weight = ex2((ml_s[(w * 16 + r) * 2] - m_all) * dp.scale_log2);  // 0 for an idle warp
-        l_all += weight * ml_s[(w * 16 + r) * 2 + 1];
-        o_all += weight * o_s[(w * 16 + r) * D + e];
+        const float weight = ex2((ml_s[(w * R + r) * 2] - m_all) * dp.scale_log2);  // 0 for an idle warp
+        l_all += weight * ml_s[(w * R + r) * 2 + 1];
+        o_all += weight * o_s[(w * R + r) * D + e];
       }
     }
     if (dp.num_splits == 1) {
@@ -320,7 +474,7 @@ __global__ void __launch_bounds__(DecodeConfig<D, kS, kFp8>::kThreads, 2)
 // chain of dependent loads on the attention chain's critical path.)
 constexpr int kMergeThreads = 256;
 static __global__ void __launch_bounds__(kMergeThreads) merge_splits_kernel(const __grid_constant__ DecodeParams dp) {
-  constexpr int kMaxSplits = 128;  // mma_decode_splits' bound
+  constexpr int kMaxSplits = 128;  // mma_decode_plan's bound
   constexpr int kInFlight = 4;
   __shared__ float weight[kMaxSplits];
   __shared__ float shared[kMergeThreads / 32];
@@ -370,35 +524,50 @@ static __global__ void __launch_bounds__(kMergeThreads) merge_splits_kernel(cons
   }
 }
 
-template <int D, int kS, bool kFp8>
+template <int D, int kS, bool kFp8, int kN, int kCtas>
 void launch_decode_kernel(const DecodeParams& dp, dim3 grid, cudaStream_t stream) {
-  using C = DecodeConfig<D, kS, kFp8>;
-  static const bool configured = (configure_smem(decode_attention_kernel<D, kS, kFp8>, C::kSmemBytes), true);
+  using C = DecodeConfig<D, kS, kFp8, kN, kCtas>;
+  const auto kernel = decode_attention_kernel<D, kS, kFp8, kN, kCtas>;
+  static const bool configured = (configure_smem(kernel, C::kSmemBytes), true);
   (void)configured;
-  launch_kernel(decode_attention_kernel<D, kS, kFp8>, grid, C::kThreads, C::kSmemBytes, stream, dp);
+  launch_kernel(kernel, grid, C::kThreads, C::kSmemBytes, stream, dp);
+}
+
+// One-tile splits (one stage), or the plan's CTAs per SM and their stages.
+template <int D, bool kFp8, int kN>
+void launch_decode_variant(const DecodeParams& dp, dim3 grid, bool one_stage, int ctas_per_sm, cudaStream_t stream) {
+  constexpr int kMost = kN == 1 && D <= 128 ? 3 : 2;  // mma_decode_plan never asks for more
+  if (one_stage) {
+    launch_decode_kernel<D, 1, kFp8, kN, kMost>(dp, grid, stream);
+  } else if (kMost == 3 && ctas_per_sm == 3) {
+    launch_decode_kernel<D, decode_stages(D, kFp8, kMost), kFp8, kN, kMost>(dp, grid, stream);
+  } else {
+    launch_decode_kernel<D, decode_stages(D, kFp8, 2), kFp8, kN, 2>(dp, grid, stream);
+  }
 }
 
 template <int D>
 void launch_decode(const PagedAttentionParams& p, int64_t max_keys, int64_t max_seq_tokens, float* part_out,
-                   float* part_ml, int num_splits, cudaStream_t stream) {
+                   float* part_ml, const DecodePlan& plan, cudaStream_t stream) {
   if (p.num_tokens == 0) return;
   const int group = static_cast<int>(p.num_heads / p.num_heads_kv);
   const int per_cta = mma_decode_tokens_per_cta(group, max_seq_tokens);
   const int tiles = static_cast<int>((max_seq_tokens + per_cta - 1) / per_cta);
+  const int num_splits = plan.splits;
   const DecodeParams dp{p, part_out, part_ml, num_splits, group, p.scale * kLog2e, per_cta, tiles};
   const int64_t ctas = mma_decode_ctas(p.num_tokens, p.num_seqs, group, max_seq_tokens);
   const dim3 grid(static_cast<unsigned>(ctas), static_cast<unsigned>(p.num_heads_kv),
                   static_cast<unsigned>(num_splits));
   // A split covers at most this many tiles (the kernel rounds each split up to whole tiles).
-  constexpr int64_t kKeys = DecodeConfig<D, 1>::kKeys;
+  constexpr int64_t kKeys = DecodeConfig<D, 1, false, 1, 2>::kKeys;
   const int64_t split_tiles = ((max_keys + num_splits - 1) / num_splits + kKeys - 1) / kKeys;
-  const bool fp8 = p.cache8 != nullptr;
-  if (split_tiles <= 1) {
-    fp8 ? launch_decode_kernel<D, 1, true>(dp, grid, stream) : launch_decode_kernel<D, 1, false>(dp, grid, stream);
-  } else if (fp8) {
-    launch_decode_kernel<D, kDecodeFp8DeepStages<D>, true>(dp, grid, stream);
+  const bool fp8 = p.cache8 != nullptr, one_stage = split_tiles <= 1;
+  if (per_cta * group <= 8) {
+    fp8 ? launch_decode_variant<D, true, 1>(dp, grid, one_stage, plan.ctas_per_sm, stream)
+        : launch_decode_variant<D, false, 1>(dp, grid, one_stage, plan.ctas_per_sm, stream);
   } else {
-    launch_decode_kernel<D, kDecodeDeepStages<D>, false>(dp, grid, stream);
+    fp8 ? launch_decode_variant<D, true, 2>(dp, grid, one_stage, plan.ctas_per_sm, stream)
+        : launch_decode_variant<D, false, 2>(dp, grid, one_stage, plan.ctas_per_sm, stream);
   }
   if (num_splits > 1) {
     TIDE_CHECK(num_splits <= kMergeThreads && num_splits <= 128);  // merge_splits_kernel's bounds

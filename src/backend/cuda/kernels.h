@@ -219,14 +219,22 @@ bool mma_decode_supports(int64_t head_dim, int64_t group);
 int mma_decode_tokens_per_cta(int64_t group, int64_t max_seq_tokens);
 // The CTAs per KV head and split of a decode launch: one per token, or per tile of a sequence's tokens.
 int64_t mma_decode_ctas(int64_t num_tokens, int64_t num_seqs, int64_t group, int64_t max_seq_tokens);
-// How many splits of the keys a decode launch of `ctas` CTAs per KV head and split (mma_decode_ctas) uses on a
-// GPU with `num_sms` multiprocessors, when a token attends to at most `max_keys` keys.
-int mma_decode_splits(int64_t ctas, int64_t num_heads_kv, int64_t max_keys, int num_sms);
+// How a decode launch spreads over the GPU: the splits of each token's keys, and the CTAs per SM its kernel is
+// built for (3: short stages, many CTAs; 2: deeper stages, for long splits).
+struct DecodePlan {
+  int splits = 1;
+  int ctas_per_sm = 2;
+};
+// The plan for `ctas` CTAs per KV head and split (mma_decode_ctas) on a GPU with `num_sms` multiprocessors, when a
+// token attends to at most `max_keys` keys. force_ctas_per_sm 2 or 3 takes that many CTAs per SM where the shape
+// allows it (3: head_dim <= 128 and at most 8 query rows per CTA); 0 chooses by the splits' length.
+DecodePlan mma_decode_plan(int64_t ctas, int64_t num_heads_kv, int64_t max_keys, int num_sms, int64_t head_dim,
+                           int64_t group, int64_t max_seq_tokens, int force_ctas_per_sm = 0);
 // part_out: [T, Hq, splits, D] f32 and part_ml: [T, Hq, splits, 2] f32 scratch (unused with one split).
-// max_keys: the most keys a token attends to (as given to mma_decode_splits); max_seq_tokens: the most new
+// max_keys: the most keys a token attends to (as given to mma_decode_plan); max_seq_tokens: the most new
 // tokens of a sequence in the batch (host value).
 void launch_mma_decode(const PagedAttentionParams& p, int64_t max_keys, int64_t max_seq_tokens, float* part_out,
-                       float* part_ml, int num_splits, cudaStream_t stream);
+                       float* part_ml, const DecodePlan& plan, cudaStream_t stream);
 
 // Generic CUDA-core kernel (attention.cu), for head_dims the tensor-core kernels do not instantiate.
 // Whether the attention kernel handles this head_dim and number of query heads per KV head.

@@ -24,17 +24,35 @@ int64_t mma_decode_ctas(int64_t num_tokens, int64_t num_seqs, int64_t group, int
   return per_cta == 1 ? num_tokens : num_seqs * ((max_seq_tokens + per_cta - 1) / per_cta);
 }
 
-int mma_decode_splits(int64_t num_ctas, int64_t num_heads_kv, int64_t max_keys, int num_sms) {
-  // One wave: as many splits as keep every (token, kv head)'s splits resident at once (two CTAs per SM, the
-  // decode kernel's launch bounds), splits of at least one tile. A split streams its tiles through a pipeline
-  // of its own, so one wave already keeps the memory busy; more CTAs only add partial outputs to merge and
-  // per-CTA setup, and a wave and a bit waits on the bit (faster than many CTAs per SM at every measured batch
-  // and context: docs/perf-log/2026-12.md, commit 91af0ed).
-  constexpr int64_t kResidentPerSm = 2;
+namespace {
+
+// One wave: as many splits as keep every (token, kv head)'s splits resident at once, `resident_per_sm` CTAs per
+// SM, splits of at least one tile. A split streams its tiles through a pipeline of its own, so one wave already
+// keeps the memory busy; more CTAs only add partial outputs to merge and per-CTA setup, and a wave and a bit
+// waits on the bit (faster than many CTAs per SM at every measured batch and context: docs/perf-log/2026-12.md,
+// commit 91af0ed).
+int decode_splits(int64_t num_ctas, int64_t num_heads_kv, int64_t max_keys, int num_sms, int resident_per_sm) {
   const int64_t ctas = std::max<int64_t>(1, num_ctas * num_heads_kv);
-  const int64_t by_occupancy = kResidentPerSm * num_sms / ctas;
+  const int64_t by_occupancy = int64_t{resident_per_sm} * num_sms / ctas;
   const int64_t by_keys = (max_keys + kDecodeTileKeys - 1) / kDecodeTileKeys;
   return static_cast<int>(std::clamp<int64_t>(std::min(by_occupancy, by_keys), 1, 128));
+}
+
+}  // namespace
+
+DecodePlan mma_decode_plan(int64_t ctas, int64_t num_heads_kv, int64_t max_keys, int num_sms, int64_t head_dim,
+                           int64_t group, int64_t max_seq_tokens, int force_ctas_per_sm) {
+  // Three CTAs per SM (the kernel's registers allow it for one tile of 8 query rows at head_dim <= 128, two
+  // stages each) while the splits stay short; for splits longer than kLongSplitKeys two CTAs per SM with deeper
+  // stages: a long split's CTA streams alone for most of the kernel, and its own loads in flight are what keep
+  // the memory busy (R7B FP8, 32 x 32K: 19.1 against 20.8 ms per step; 8 x 32K, whose three-per-SM splits are
+  // 5.5K keys: 5.8 against 6.4 ms; docs/perf-log/2026-12.md).
+  constexpr int64_t kLongSplitKeys = 8192;
+  if (head_dim <= 128 && mma_decode_tokens_per_cta(group, max_seq_tokens) * group <= 8 && force_ctas_per_sm != 2) {
+    const int splits = decode_splits(ctas, num_heads_kv, max_keys, num_sms, 3);
+    if (force_ctas_per_sm == 3 || (max_keys + splits - 1) / splits <= kLongSplitKeys) return DecodePlan{splits, 3};
+  }
+  return DecodePlan{decode_splits(ctas, num_heads_kv, max_keys, num_sms, 2), 2};
 }
 
 void launch_mma_prefill(const PagedAttentionParams& p, int64_t max_seq_tokens, PrefillAttentionKernel kernel,
@@ -51,11 +69,11 @@ void launch_mma_prefill(const PagedAttentionParams& p, int64_t max_seq_tokens, P
 }
 
 void launch_mma_decode(const PagedAttentionParams& p, int64_t max_keys, int64_t max_seq_tokens, float* part_out,
-                       float* part_ml, int num_splits, cudaStream_t stream) {
+                       float* part_ml, const DecodePlan& plan, cudaStream_t stream) {
   switch (p.head_dim) {
-    case 64: return mma::launch_decode<64>(p, max_keys, max_seq_tokens, part_out, part_ml, num_splits, stream);
-    case 128: return mma::launch_decode<128>(p, max_keys, max_seq_tokens, part_out, part_ml, num_splits, stream);
-    case 256: return mma::launch_decode<256>(p, max_keys, max_seq_tokens, part_out, part_ml, num_splits, stream);
+    case 64: return mma::launch_decode<64>(p, max_keys, max_seq_tokens, part_out, part_ml, plan, stream);
+    case 128: return mma::launch_decode<128>(p, max_keys, max_seq_tokens, part_out, part_ml, plan, stream);
+    case 256: return mma::launch_decode<256>(p, max_keys, max_seq_tokens, part_out, part_ml, plan, stream);
     default: return;
   }
 }

@@ -19,7 +19,7 @@ template <int D>
 void launch_prefill(const PagedAttentionParams& p, int64_t max_seq_tokens, cudaStream_t stream);
 template <int D>
 void launch_decode(const PagedAttentionParams& p, int64_t max_keys, int64_t max_seq_tokens, float* part_out,
-                   float* part_ml, int num_splits, cudaStream_t stream);
+                   float* part_ml, const DecodePlan& plan, cudaStream_t stream);
 // The wgmma prefill kernel (wgmma_attention.cu): head_dim 128, a bf16 or FP8 cache.
 void launch_wgmma_prefill(const PagedAttentionParams& p, int64_t max_seq_tokens, cudaStream_t stream);
 
@@ -96,27 +96,12 @@ __device__ __forceinline__ uint32_t swizzle(int row, int chunk) {
   return static_cast<uint32_t>(row * (D * 2) + ((chunk ^ (row & 7)) << 4));
 }
 
-// The S = Q K^T and O += P V steps of one warp, on 16 query rows and 16 keys, shared by both kernels.
-// q_tile: Q rows [q_row, q_row + 16); k/v_tile: keys [key, key + 16). s: two 16x8 score tiles.
-template <int D>
-__device__ __forceinline__ void score_16x16(float (&s)[2][4], uint32_t q_tile, int q_row, uint32_t k_tile, int key,
-                                            int lane) {
-#pragma unroll
-  for (int kk = 0; kk < D / 16; ++kk) {
-    uint32_t a[4], b[4];
-    ldmatrix_x4(a, q_tile + swizzle<D>(q_row + lane % 16, 2 * kk + lane / 16));
-    ldmatrix_x4(b, k_tile + swizzle<D>(key + (lane / 16) * 8 + lane % 8, 2 * kk + (lane / 8) % 2));
-    mma_bf16(s[0], a, b[0], b[1]);
-    mma_bf16(s[1], a, b[2], b[3]);
-  }
-}
-
 // --- FP8 K/V tiles ---
 //
 // An FP8 cache's tile is staged raw: cp.async copies each key's K and V codes (D bytes each) and their two
 // f32 scales into a stage (KvTileCopy), as asynchronously as the bf16 cache's tiles and with half the bytes.
 // Once the stage has landed the codes are widened to exact bf16 values (no scale): by decode in registers
-// after ldmatrix (fp8_score_16x16, fp8_pv_16), by prefill into swizzled bf16 K and V tiles (widen_kv_rows).
+// after ldmatrix (decode_attention.cuh), by prefill into swizzled bf16 K and V tiles (widen_kv_rows).
 // The scales are applied where they cost one multiply per key instead of one per element: a score
 // q . (c_k s_k) is (q . c_k) s_k, and p_k (c_k s_k) is (p_k s_k) c_k, so the kernels multiply a key's scores by
 // its K scale and its probabilities by its V scale (row sums stay unscaled). Code rows are padded to D + 16
@@ -193,95 +178,6 @@ __device__ __forceinline__ void scale_by_keys(float (&s)[kM][kN][4], uint32_t st
     }
   }
 }
-// The same for one set of fragments s[j].
-template <int D, int kKeys, int kN>
-__device__ __forceinline__ void scale_by_keys(float (&s)[kN][4], uint32_t stage, int v, int key0, int lane) {
-  scale_by_keys<D, kKeys>(reinterpret_cast<float (&)[1][kN][4]>(s), stage, v, key0, lane);
-}
-
-// --- FP8 decode: codes widened in registers ---
-//
-// ldmatrix reads 16-byte rows as 8 b16 columns; on FP8 codes each b16 is two codes. Non-transposed, lane
-// 4 g + t gets codes 4t .. 4t + 3 of row (key) g: as the mma's B fragment of S = Q K^T (k = 2t, 2t + 1 and
-// 2t + 8, 2t + 9) they stand for dims 4t, 4t + 1 and 4t + 2, 4t + 3 of a 16-dim step, so the query tile holds
-// each 16-dim chunk's dim pairs in that order (load_q_fp8_order). Transposed, the lane gets codes 2g, 2g + 1
-// of keys 2t and 2t + 1: bytes (0, 2) are dim 2g of both keys, the B fragment of P V for an "even dims" column
-// tile, and bytes (1, 3) dim 2g + 1's, an "odd dims" tile; fp8_pv_16's output columns are permuted that way.
-
-__device__ __forceinline__ void sts32(uint32_t addr, uint32_t v) {
-  asm volatile("st.shared.u32 [%0], %1;" ::"r"(addr), "r"(v) : "memory");
-}
-
-// The 16 query rows (zero past `rows`) into the swizzled query tile, each 16-dim chunk's dim pairs reordered
-// (pair 2i to place i, pair 2i + 1 to place 4 + i) so that k = 2t, 2t + 1 of the mma's A fragment is dims 4t,
-// 4t + 1 and k = 2t + 8, 2t + 9 is dims 4t + 2, 4t + 3. Row r is head r % group of token r / group, tokens
-// `token_stride` elements apart. Plain loads and stores, kThreads threads.
-template <int D, int kThreads>
-__device__ __forceinline__ void load_q_fp8_order(uint32_t q_tile, const bf16* q_rows, int rows, int group,
-                                                 int64_t token_stride, int tid) {
-  constexpr int kPairs = 16 * (D / 2);
-  static_assert(kPairs % kThreads == 0);
-  uint32_t v[kPairs / kThreads];
-#pragma unroll
-  for (int i = 0; i < kPairs / kThreads; ++i) {  // the loads first, all in flight
-    const int pair = tid + i * kThreads, r = pair / (D / 2);
-    const bf16* row = q_rows + (r / group) * token_stride + (r % group) * D;
-    v[i] = r < rows ? __ldg(reinterpret_cast<const uint32_t*>(row) + pair % (D / 2)) : 0u;
-  }
-#pragma unroll
-  for (int i = 0; i < kPairs / kThreads; ++i) {
-    const int pair = tid + i * kThreads, r = pair / (D / 2), d_pair = pair % (D / 2);
-    const int in_chunk = d_pair % 8, place = in_chunk % 2 == 0 ? in_chunk / 2 : 4 + in_chunk / 2;
-    const int k = (d_pair / 8) * 16 + 2 * place;  // the pair's dim in the tile
-    sts32(q_tile + swizzle<D>(r, k / 8) + (k % 8) * 2, v[i]);
-  }
-}
-
-// score_16x16 over a landed FP8 stage's K codes: the stage's 16 keys, the query tile in load_q_fp8_order.
-// Unscaled: the caller multiplies by the keys' K scales (scale_by_keys).
-template <int D>
-__device__ __forceinline__ void fp8_score_16x16(float (&s)[2][4], uint32_t q_tile, uint32_t k_codes, int lane) {
-  using S = Fp8KvStage<D, 16>;
-#pragma unroll
-  for (int kk = 0; kk < D / 32; ++kk) {
-    // Matrix m = lane / 8: keys 8 (m % 2) .. + 8 and dims 16 (2 kk + m / 2) .. + 16.
-    uint32_t k4[4];
-    ldmatrix_x4(k4, k_codes + (8 * ((lane / 8) % 2) + lane % 8) * S::kRowBytes + (2 * kk + lane / 16) * 16);
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {  // dims 16 (2 kk + h) .. + 16
-      uint32_t a[4];
-      ldmatrix_x4(a, q_tile + swizzle<D>(lane % 16, 2 * (2 * kk + h) + lane / 16));
-      mma_bf16(s[0], a, widen_pair(k4[2 * h], 0x1404), widen_pair(k4[2 * h], 0x3424));
-      mma_bf16(s[1], a, widen_pair(k4[2 * h + 1], 0x1404), widen_pair(k4[2 * h + 1], 0x3424));
-    }
-  }
-}
-
-// O += P V over a landed FP8 stage's V codes, the stage's 16 keys: P as a bf16 head and tail (split_bf16),
-// already multiplied by the keys' V scales. o[2 c] holds dims 16 c + 4 (lane % 4) + {0, 2}, o[2 c + 1] dims
-// 16 c + 4 (lane % 4) + {1, 3} (columns 2 (lane % 4), 2 (lane % 4) + 1 of each 8-column tile).
-template <int D>
-__device__ __forceinline__ void fp8_pv_16(float (&o)[D / 8][4], const uint32_t (&a)[4], const uint32_t (&a_tail)[4],
-                                          uint32_t v_codes, int lane) {
-  using S = Fp8KvStage<D, 16>;
-#pragma unroll
-  for (int cc = 0; cc < D / 32; ++cc) {
-    uint32_t v4[4];  // matrix m: keys 8 (m % 2) .. + 8, dims 16 (2 cc + m / 2) .. + 16
-    ldmatrix_x4_trans(v4, v_codes + (8 * ((lane / 8) % 2) + lane % 8) * S::kRowBytes + (2 * cc + lane / 16) * 16);
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int c = 2 * cc + h;
-#pragma unroll
-      for (int odd = 0; odd < 2; ++odd) {
-        const uint32_t selector = odd ? 0x3414 : 0x2404;
-        const uint32_t b0 = widen_pair(v4[2 * h], selector), b1 = widen_pair(v4[2 * h + 1], selector);
-        mma_bf16(o[2 * c + odd], a, b0, b1);
-        mma_bf16(o[2 * c + odd], a_tail, b0, b1);
-      }
-    }
-  }
-}
-
 // --- K/V tile copies ---
 //
 // KvTileCopy::load gathers keys [k0, k0 + kKeys) of one KV head through the block table into a stage: K and V
