@@ -1,8 +1,8 @@
 // CudaBackend::attention alone, R7B heads (32 q / 8 kv / 128), one layer of one group:
 // (a) prefill of 8192 tokens of one sequence, causal and window 4096: TFLOP/s of useful FLOPs, 4 x heads x
 //     head_dim per (query, key) pair the mask allows;
-// (b) decode, 8 and 32 sequences of 1 token at context 32768, global: GB/s of the K and V the tokens attend,
-//     each read once (the bytes any kernel must read; the kernel may read them more than once).
+// (b) decode, sequences of 1 token at a context (8 and 32 x 32768 unless --attention-decode says), global: GB/s
+//     of the K and V the tokens attend, each read once (the bytes any kernel must read; the kernel may read them more than once).
 // With --fp8-kv the cache is FP8 (codes and a 4-byte scale per head's vector, counted in the bytes).
 #include <algorithm>
 #include <fmt/format.h>
@@ -103,8 +103,8 @@ void prefill_attention(CudaBackend& backend, const BenchOptions& options, Report
   }
 }
 
-void decode_attention(CudaBackend& backend, const BenchOptions& options, int64_t num_seqs, Report& report) {
-  const int64_t context = 32768;
+void decode_attention(CudaBackend& backend, const BenchOptions& options, int64_t num_seqs, int64_t context,
+                      Report& report) {
   // Token at position C attends keys 0 .. C.
   PagedBatch pb = paged_batch(backend, num_seqs, context, 1, options.fp8_kv);
   const Tensor qkv = backend.alloc(DType::kBF16, Shape{num_seqs, kQkvSize});
@@ -134,9 +134,9 @@ void run_attention(const BenchOptions& options, Report& report) {
   } catch (const std::exception& e) {
     report.add(BenchRow("attention", "attention prefill", "", fmt::format("error: {}", e.what())));
   }
-  for (const int64_t num_seqs : {int64_t{8}, int64_t{32}}) {
+  for (const auto& [num_seqs, context] : options.attention_decode) {
     try {
-      decode_attention(backend, options, num_seqs, report);
+      decode_attention(backend, options, num_seqs, context, report);
     } catch (const std::exception& e) {
       report.add(BenchRow("attention", "attention decode", "", fmt::format("error: {}", e.what())));
     }

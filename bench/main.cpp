@@ -28,8 +28,29 @@ struct Flags {
   std::string synthetic;
   std::optional<int64_t> num_layers;
   std::string out;
+  std::vector<std::string> attention_decode;  // SEQS:CONTEXT
   BenchOptions options;
 };
+
+// "SEQS:CONTEXT" as a pair of positive counts.
+std::pair<int64_t, int64_t> decode_point_arg(const std::string& text) {
+  const size_t colon = text.find(':');
+  size_t used_seqs = 0, used_context = 0;
+  int64_t seqs = 0, context = 0;
+  try {
+    if (colon != std::string::npos) {
+      seqs = std::stoll(text.substr(0, colon), &used_seqs);
+      context = std::stoll(text.substr(colon + 1), &used_context);
+    }
+  } catch (const std::exception&) {
+    seqs = 0;
+  }
+  if (colon == std::string::npos || used_seqs != colon || used_context != text.size() - colon - 1 || seqs <= 0 ||
+      context <= 0) {
+    fail("--attention-decode: '{}' is not SEQS:CONTEXT with two positive counts", text);
+  }
+  return {seqs, context};
+}
 
 nlohmann::json device_json() {
   int device = 0;
@@ -61,8 +82,12 @@ void timed_section(const char* name, Section&& section) {
   std::cerr << fmt::format("tide_bench: {} done in {:.1f} s\n", name, s);
 }
 
-int run(const Flags& flags) {
+int run(Flags flags) {
   const auto begin = std::chrono::steady_clock::now();
+  if (!flags.attention_decode.empty()) {
+    flags.options.attention_decode.clear();
+    for (const std::string& point : flags.attention_decode) flags.options.attention_decode.push_back(decode_point_arg(point));
+  }
   const ModelConfig config =
       ModelConfig::from_json(synthetic_config_json(flags.synthetic, flags.num_layers), "--synthetic " + flags.synthetic);
   if (!CudaBackend::available()) fail("no CUDA device is available");
@@ -138,6 +163,9 @@ int main(int argc, char** argv) {
                  "row each), for each k given")
       ->delimiter(',');
   app.add_option("--contexts", flags.options.decode_contexts, "decode context lengths")->delimiter(',');
+  app.add_option("--attention-decode", flags.attention_decode,
+                 "attention: decode points as SEQS:CONTEXT (default 8:32768,32:32768)")
+      ->delimiter(',');
   app.add_option("--prefill-lengths", flags.options.prefill_lengths, "prefill prompt lengths")->delimiter(',');
   app.add_option("--sections", flags.options.sections,
                  "sections to run: ceilings, linear, decode, prefill, attention, sampling (default all)")

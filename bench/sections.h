@@ -29,6 +29,8 @@ struct BenchOptions {
   std::vector<int64_t> prefill_lengths{2048, 8192, 32768};
   int64_t max_prefill_chunk = 8192;
   std::vector<int64_t> linear_tokens{1, 8, 16};
+  // attention: decode points (sequences, context), one token per sequence attending keys 0 .. context.
+  std::vector<std::pair<int64_t, int64_t>> attention_decode{{8, 32768}, {32, 32768}};
   std::vector<int64_t> verify_tokens;  // decode: also verify steps of 1 + k tokens per sequence, for each k
   int fp8_variant = -1;  // the FP8 small-batch matmul's shape (CudaBackend::set_fp8_small_matmul_variant)
   bool baselines = true;  // decode: also each point without PDL, without overlap and with cuBLASLt's FP8

@@ -3,7 +3,13 @@ sequence, 32 query / 8 KV heads, head_dim 128, bf16), for comparison in the same
 backend (K/V repeated to 32 heads: cuDNN's SDPA takes no GQA), SDPA with the FlashAttention-2 backend (GQA),
 and compiled flex_attention, causal and with a window of 4096 keys. Prints TFLOP/s of useful FLOPs (4 x heads x
 head_dim per (query, key) pair the mask allows), as tide_bench counts them; a backend this PyTorch lacks prints
-its error instead."""
+its error instead.
+
+`--decode SEQS:CONTEXT ...` measures decode instead: SEQS sequences of one query token attending CONTEXT keys
+each (contiguous K/V, not paged), SDPA's FlashAttention-2 backend (GQA) and cuDNN (K/V repeated), in GB/s of the
+K and V each sequence attends read once, as tide_bench's attention section counts them."""
+import sys
+
 import torch
 import torch.nn.functional as F
 
@@ -40,7 +46,32 @@ def report(name, window, fn):
         print(f"{name:40s} {'causal' if window == 0 else 'window 4096':12s} error: {str(e).splitlines()[0][:80]}")
 
 
+def decode(points):
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    for point in points:
+        seqs, context = (int(x) for x in point.split(":"))
+        q = torch.randn(seqs, HQ, 1, D, device="cuda", dtype=torch.bfloat16)
+        k = torch.randn(seqs, HKV, context, D, device="cuda", dtype=torch.bfloat16)
+        v = torch.randn_like(k)
+        kv_bytes = 2 * k.numel() * k.element_size()
+        cases = [("SDPA FlashAttention-2 (GQA)", SDPBackend.FLASH_ATTENTION, k, v, {"enable_gqa": True})]
+        if seqs * context * HQ * D * 2 * 2 < (24 << 30):
+            k_rep, v_rep = k.repeat_interleave(HQ // HKV, 1), v.repeat_interleave(HQ // HKV, 1)
+            cases.append(("SDPA cuDNN (K/V repeated; reads 4x)", SDPBackend.CUDNN_ATTENTION, k_rep, v_rep, {}))
+        for name, backend, kk, vv, kw in cases:
+            def run():
+                with sdpa_kernel([backend]):
+                    F.scaled_dot_product_attention(q, kk, vv, **kw)
+            try:
+                ms = time_ms(run)
+                print(f"{name:40s} decode {seqs} x {context:6d} {ms:8.3f} ms {kv_bytes / ms / 1e6:7.1f} GB/s")
+            except Exception as e:
+                print(f"{name:40s} decode {seqs} x {context:6d} error: {str(e).splitlines()[0][:80]}")
+
+
 def main():
+    if len(sys.argv) > 2 and sys.argv[1] == "--decode":
+        return decode(sys.argv[2:])
     torch.manual_seed(0)
     q = torch.randn(1, HQ, T, D, device="cuda", dtype=torch.bfloat16)
     k = torch.randn(1, HKV, T, D, device="cuda", dtype=torch.bfloat16)
