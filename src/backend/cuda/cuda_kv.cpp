@@ -98,6 +98,7 @@ void CudaBackend::attention(Tensor out, const Tensor& qkv, const KvStorage& kv, 
   p.num_layers = kv.num_layers;
   p.layer = layer;
   p.block_size = kv.block_size;
+  p.block_div = FastDivmod::make(static_cast<uint32_t>(kv.block_size));
   p.num_blocks = kv.data.dim(0);
   p.window = window;
   p.scale = 1.0f / std::sqrt(static_cast<float>(shape.head_dim));

@@ -259,7 +259,9 @@ __global__ void __launch_bounds__(DecodeConfig<D, kS, kFp8, kN, kCtas>::kThreads
   // where the latency of each load is on the step's path) the tile's block-table entries are fetched into L1
   // then too. The queries, the cache and the outputs only after the wait (launch.cuh).
   if constexpr (kS == 1) {
-    if (lo < hi && tid == 0) asm volatile("prefetch.global.L1 [%0];" ::"l"(table + lo / p.block_size));
+    if (lo < hi && tid == 0) {
+      asm volatile("prefetch.global.L1 [%0];" ::"l"(table + p.block_div.div(static_cast<uint32_t>(lo))));
+    }
   }
   begin_dependent_kernel();
   if (lo >= hi) {  // an empty split (short context): contributes nothing to the merge

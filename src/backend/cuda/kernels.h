@@ -8,6 +8,8 @@
 
 #include <cstdint>
 
+#include "backend/fast_divmod.h"
+
 // Defined in sampling_math.h; only declared here, so that the attention kernels do not rebuild whenever the
 // sampling arithmetic changes.
 namespace tide {
@@ -199,6 +201,7 @@ struct PagedAttentionParams {
   int64_t num_tokens, num_seqs, max_blocks;
   int64_t num_heads, num_heads_kv, head_dim;
   int64_t num_layers, layer, block_size, num_blocks;
+  FastDivmod block_div;        // division by block_size (the K/V copies' block-table lookups)
   int64_t window;              // 0: global
   float scale;
 };

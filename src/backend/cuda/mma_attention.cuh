@@ -205,78 +205,82 @@ struct KvTileCopy {
   }
 
  private:
-  // (The forms of these loops are the measured ones: ptxas gave other forms more registers, and the R7B decode
-  // steps at long contexts were 3-9% slower with them.)
+  // One warp copying at most 32 keys (the decode kernel's slices): lane l looks up key k0 + l % kKeys and the
+  // rows go to the lanes copying them by shuffle, one block-table lookup and division per key instead of one per
+  // row of each lane. Otherwise each thread looks up the rows it copies.
+  static constexpr bool kShuffleRows = kThreads == 32 && kKeys <= 32;
+
+  // The cache row of `key` ((block * num_layers + layer) * 2 * block_size + offset: its K row, V is block_size
+  // rows on) and its offset in the block; row -1 for a key not to read (outside [key_begin, key_end), or in a
+  // released block). Cache rows number fewer than 2^31 (the host checks), so 32-bit arithmetic.
+  __device__ static int2 cache_row_of(const PagedAttentionParams& p, const int32_t* table, int64_t key,
+                                      int64_t key_begin, int64_t key_end) {
+    if (key < key_begin || key >= key_end) return make_int2(-1, 0);
+    const uint32_t k = static_cast<uint32_t>(key), b = p.block_div.div(k);
+    const int offset = static_cast<int>(p.block_div.mod(k, b));
+    const int32_t block = table[b];
+    if (block < 0) return make_int2(-1, offset);
+    const int block_size = static_cast<int>(p.block_size);
+    return make_int2((block * static_cast<int>(p.num_layers) + static_cast<int>(p.layer)) * 2 * block_size + offset,
+                     offset);
+  }
+
+  // Row r's cache row: from the lane that looked it up (kShuffleRows), else looked up here.
+  __device__ static int row_of(int own_row, const PagedAttentionParams& p, const int32_t* table, int64_t k0, int r,
+                               int64_t key_begin, int64_t key_end) {
+    if constexpr (kShuffleRows) {
+      return __shfl_sync(0xffffffffu, own_row, r);
+    } else {
+      return cache_row_of(p, table, k0 + r, key_begin, key_end).x;
+    }
+  }
+
   __device__ static void load_bf16(uint32_t stage, const PagedAttentionParams& p, const int32_t* table,
                                    int64_t kv_head, int64_t k0, int64_t key_begin, int64_t key_end, int tid) {
-    const int block_size = static_cast<int>(p.block_size), num_layers = static_cast<int>(p.num_layers);
-    const int layer = static_cast<int>(p.layer), chunk = tid % kChunks;
-    const int64_t kv_size = p.num_heads_kv * D;
+    const int chunk = tid % kChunks;
+    const int64_t kv_size = p.num_heads_kv * D, v_rows = p.block_size * kv_size;
+    const int own_row = kShuffleRows ? cache_row_of(p, table, k0 + tid % kKeys, key_begin, key_end).x : -1;
+    const bf16* head_cache = p.cache + kv_head * D + chunk * 8;
 #pragma unroll
     for (int r = tid / kChunks; r < kKeys; r += kRowsPerPass) {
-      const int64_t key = k0 + r;
-      const bf16* src = p.cache;
-      bool valid = false;
-      if (key >= key_begin && key < key_end) {
-        const int k = static_cast<int>(key);
-        const int32_t block = table[k / block_size];
-        if (block >= 0) {
-          // Cache rows of kv_size elements: fewer than 2^31 of them (the host checks), so 32-bit arithmetic.
-          const int row = (block * num_layers + layer) * 2 * block_size + k % block_size;
-          src = p.cache + static_cast<int64_t>(row) * kv_size + kv_head * D + chunk * 8;
-          valid = true;
-        }
-      }
+      const int row = row_of(own_row, p, table, k0, r, key_begin, key_end);
+      const bool valid = row >= 0;
+      const bf16* src = valid ? head_cache + static_cast<int64_t>(row) * kv_size : p.cache;
       cp_async_16(stage + swizzle<D>(r, chunk), src, valid);
-      cp_async_16(stage + kKeys * D * 2 + swizzle<D>(r, chunk), valid ? src + block_size * kv_size : src, valid);
+      cp_async_16(stage + kKeys * D * 2 + swizzle<D>(r, chunk), valid ? src + v_rows : src, valid);
     }
   }
 
   __device__ static void load_fp8(uint32_t stage, const PagedAttentionParams& p, const int32_t* table,
                                   int64_t kv_head, int64_t k0, int64_t key_begin, int64_t key_end, int tid) {
     using S = Fp8KvStage<D, kKeys>;
-    const int block_size = static_cast<int>(p.block_size), num_layers = static_cast<int>(p.num_layers);
-    const int layer = static_cast<int>(p.layer), chunk = tid % kChunks;
-    const int64_t kv_size = p.num_heads_kv * D;
+    const int chunk = tid % kChunks;
+    const int64_t kv_size = p.num_heads_kv * D, v_rows = p.block_size * kv_size;
+    // Thread tid's own key k0 + tid % kKeys: its row for the others (kShuffleRows) and its scale (copy_scales).
+    const int2 own = cache_row_of(p, table, k0 + tid % kKeys, key_begin, key_end);
+    const uint8_t* head_codes = p.cache8 + kv_head * D + chunk * 16;
 #pragma unroll
     for (int r = tid / kChunks; r < kKeys; r += kRowsPerPass) {
-      const int64_t key = k0 + r;
-      int64_t at = 0;  // the key's K codes; its V codes are block_size rows on
-      bool valid = false;
-      if (key >= key_begin && key < key_end) {
-        const int k = static_cast<int>(key);
-        const int32_t block = table[k / block_size];
-        if (block >= 0) {
-          // Cache rows of kv_size codes: fewer than 2^31 of them (the host checks), so 32-bit arithmetic.
-          const int row = (block * num_layers + layer) * 2 * block_size + k % block_size;
-          at = static_cast<int64_t>(row) * kv_size + kv_head * D;
-          valid = true;
-        }
-      }
-      const int64_t v_at = valid ? at + block_size * kv_size : at;
-      cp_async_16(stage + r * S::kRowBytes + chunk * 16, p.cache8 + at + chunk * 16, valid);
-      cp_async_16(stage + S::kCodeBytes + r * S::kRowBytes + chunk * 16, p.cache8 + v_at + chunk * 16, valid);
+      const int row = row_of(own.x, p, table, k0, r, key_begin, key_end);
+      const bool valid = row >= 0;
+      const uint8_t* src = valid ? head_codes + static_cast<int64_t>(row) * kv_size : p.cache8;
+      cp_async_16(stage + r * S::kRowBytes + chunk * 16, src, valid);
+      cp_async_16(stage + S::kCodeBytes + r * S::kRowBytes + chunk * 16, valid ? src + v_rows : src, valid);
     }
-    copy_scales(stage, p, kv_head, k0, tid, layer_kv_of(p, table, k0 + tid % kKeys, key_begin, key_end));
+    copy_scales(stage, p, kv_head, tid, own);
   }
 
-  // (block * num_layers + layer) * 2 of `key` (its K rows; V is one more), or -1 for a key not to read.
-  __device__ static int32_t layer_kv_of(const PagedAttentionParams& p, const int32_t* table, int64_t key,
-                                        int64_t key_begin, int64_t key_end) {
-    const int block_size = static_cast<int>(p.block_size);
-    const int32_t block = key >= key_begin && key < key_end ? table[static_cast<int>(key) / block_size] : -1;
-    return block < 0 ? -1 : (block * static_cast<int>(p.num_layers) + static_cast<int>(p.layer)) * 2;
-  }
-
-  // Thread kKeys v + r copies the K (v = 0) or V scale of row r, whose layer_kv_of is `layer_kv`.
-  __device__ static void copy_scales(uint32_t stage, const PagedAttentionParams& p, int64_t kv_head, int64_t k0,
-                                     int tid, int32_t layer_kv) {
+  // Thread kKeys v + r copies the K (v = 0) or V scale of row r, whose cache row and offset are `own`. Scales
+  // [block, layer, K / V, head, offset]: a key's cache row less its offset is (block * layers + layer) 2 bs.
+  __device__ static void copy_scales(uint32_t stage, const PagedAttentionParams& p, int64_t kv_head, int tid,
+                                     int2 own) {
     if (tid >= 2 * kKeys) return;
-    const int r = tid % kKeys, v = tid / kKeys, block_size = static_cast<int>(p.block_size);
-    const int64_t at = layer_kv < 0 ? 0
-                                    : (static_cast<int64_t>(layer_kv + v) * p.num_heads_kv + kv_head) * block_size +
-                                          static_cast<int>(k0 + r) % block_size;
-    cp_async_4(stage + Fp8KvStage<D, kKeys>::kScales + tid * 4, p.scales + at, layer_kv >= 0);
+    const int v = tid / kKeys;
+    const int64_t hkv_block = p.num_heads_kv * p.block_size;
+    const int64_t at = own.x < 0 ? 0
+                                 : static_cast<int64_t>(own.x - own.y) * p.num_heads_kv + v * hkv_block +
+                                       kv_head * p.block_size + own.y;
+    cp_async_4(stage + Fp8KvStage<D, kKeys>::kScales + tid * 4, p.scales + at, own.x >= 0);
   }
 };
 

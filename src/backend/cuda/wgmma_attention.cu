@@ -123,9 +123,12 @@ __global__ void __launch_bounds__(WgmmaPrefillConfig<kFp8>::kThreads, 1)
     const auto cache_row_of = [&](int tile) {
       const int key = key_lo + tile * C::kKeys + 32 * warp + lane;
       if (tile >= num_tiles || key < first_read || key > pos_max) return -1;
-      const int32_t block = table[key / block_size];
+      const uint32_t b = p.block_div.div(static_cast<uint32_t>(key));
+      const int32_t block = table[b];
       // Cache rows of kv_size elements: fewer than 2^31 of them (the host checks), so 32-bit arithmetic.
-      return block < 0 ? -1 : (block * num_layers + layer) * 2 * block_size + key % block_size;
+      return block < 0 ? -1
+                       : (block * num_layers + layer) * 2 * block_size +
+                             static_cast<int>(p.block_div.mod(static_cast<uint32_t>(key), b));
     };
     if constexpr (!kFp8) {
       const bf16* head_cache = p.cache + kv_head * D + chunk * 8;
@@ -161,8 +164,9 @@ __global__ void __launch_bounds__(WgmmaPrefillConfig<kFp8>::kThreads, 1)
         const uint32_t scales = v_tile + C::kTileBytes;
         const bool valid = row >= 0;
         // Scales [block, layer, K / V, head, offset]: the key's cache row is (block * layers + layer) 2 bs + offset.
-        const int64_t at = valid ? (static_cast<int64_t>(row / block_size) * p.num_heads_kv + kv_head) * block_size +
-                                       row % block_size
+        const uint32_t layer_kv = valid ? p.block_div.div(static_cast<uint32_t>(row)) : 0;
+        const int64_t at = valid ? (static_cast<int64_t>(layer_kv) * p.num_heads_kv + kv_head) * block_size +
+                                       static_cast<int>(p.block_div.mod(static_cast<uint32_t>(row), layer_kv))
                                  : 0;
         cp_async_4(scales + tid * 4, p.scales + at, valid);
         cp_async_4(scales + (C::kKeys + tid) * 4, p.scales + at + hkv_block, valid);
