@@ -5,6 +5,7 @@
 #include <cstring>
 #include <map>
 #include <numeric>
+#include <tuple>
 
 #include "core/error.h"
 #include "model/checkpoint.h"
@@ -12,8 +13,12 @@
 namespace tide {
 namespace {
 
-// Decode batches up to this many sequences are replayed from graphs (padded to a power of two).
+// Decode and verify batches of up to this many rows (sequences padded to a power of two, times the tokens per
+// sequence) are replayed from graphs.
 constexpr int64_t kMaxGraphBatch = 256;
+// Verify steps (speculative decoding) whose sequences bring the same number of tokens replay graphs up to this
+// many tokens per sequence: the decode attention kernel's bound (backend/cuda), past which a step is a prefill.
+constexpr int64_t kMaxGraphSeqTokens = 8;
 // Smallest position bucket of a graph: contexts are rounded up to a power of two at least this large, so a
 // sequence passes through few buckets (a new bucket costs one recording).
 constexpr int64_t kMinGraphPositions = 256;
@@ -74,14 +79,17 @@ HostMetadata host_metadata(const ForwardBatch& batch, const ModelConfig& config,
   return m;
 }
 
-// Pads a decode batch's metadata to `num_tokens` sequences of one token: token 0 at position 0, a null
-// block table and slot -1 (nothing stored, nothing read). Every row gets logits.
-void pad_decode(HostMetadata& m, int64_t num_tokens) {
-  const size_t n = static_cast<size_t>(num_tokens);
+// Pads a batch of sequences that bring `per_seq` tokens each, all of them logit rows (decodes and speculative
+// verify steps), to `num_seqs` sequences: the added ones are token 0 at positions 0, 1, ..., a null block
+// table and slot -1 (nothing stored, nothing read). Every row gets logits.
+void pad_uniform(HostMetadata& m, int64_t per_seq, int64_t num_seqs) {
+  const size_t n = static_cast<size_t>(num_seqs * per_seq);
+  const size_t real_tokens = m.token_ids.size();
   m.token_ids.resize(n, 0);
   m.positions.resize(n, 0);
-  while (m.seq_starts.size() < n + 1) m.seq_starts.push_back(static_cast<int32_t>(m.seq_starts.size()));
-  for (auto& tables : m.tables) tables.resize(n * static_cast<size_t>(m.table_width), kNullBlock);
+  for (size_t t = real_tokens; t < n; ++t) m.positions[t] = static_cast<int32_t>((t - real_tokens) % static_cast<size_t>(per_seq));
+  while (m.seq_starts.size() < static_cast<size_t>(num_seqs) + 1) m.seq_starts.push_back(m.seq_starts.back() + static_cast<int32_t>(per_seq));
+  for (auto& tables : m.tables) tables.resize(static_cast<size_t>(num_seqs * m.table_width), kNullBlock);
   for (auto& slots : m.slots) slots.resize(n, -1);
   m.logit_rows.resize(n);
   std::iota(m.logit_rows.begin(), m.logit_rows.end(), 0);
@@ -98,13 +106,13 @@ struct StepMetadata {
   bool logits_of_every_token = false;   // logit_rows is 0, 1, ..., T - 1 (then not read)
 };
 
-// Recorded decode steps, by (padded batch size, position bucket).
+// Recorded decode and verify steps, by (padded sequences, tokens per sequence, position bucket).
 struct DecodeGraphs {
   struct Entry {
     StepMetadata meta;
     std::unique_ptr<Backend::Graph> graph;
   };
-  std::map<std::pair<int64_t, int64_t>, Entry> entries;
+  std::map<std::tuple<int64_t, int64_t, int64_t>, Entry> entries;
   bool unsupported = false;  // the backend does not record (the CPU)
   Tensor logits;  // [kMaxGraphBatch, vocab] f32: every graph writes its logits here
 };
@@ -246,10 +254,15 @@ Tensor Cohere2Model::forward(const ForwardBatch& batch, std::vector<KvStorage>& 
   TIDE_CHECK(kv.size() == config_.groups.size());
   const int64_t block_size = kv.front().block_size;
   const auto num_tokens = std::ssize(batch.token_ids);
-  const bool decode_only = std::ssize(batch.seqs) == num_tokens;
   bool all_rows = std::ssize(batch.logit_indices) == num_tokens;
   for (int64_t i = 0; all_rows && i < num_tokens; ++i) all_rows = batch.logit_indices[static_cast<size_t>(i)] == i;
-  if (graphs_enabled_ && !graphs_->unsupported && decode_only && all_rows && num_tokens > 0 && num_tokens <= kMaxGraphBatch) {
+  // Every token a logit row (decodes and verify steps), the same few per sequence, few rows once padded.
+  const int64_t per_seq = batch.seqs.empty() ? 0 : batch.seqs.front().num_tokens;
+  bool uniform = per_seq > 0;
+  for (const ForwardSequence& s : batch.seqs) uniform = uniform && s.num_tokens == per_seq;
+  const auto seqs_padded = static_cast<int64_t>(std::bit_ceil(static_cast<uint64_t>(std::max<size_t>(batch.seqs.size(), 1))));
+  if (graphs_enabled_ && !graphs_->unsupported && all_rows && uniform && per_seq <= kMaxGraphSeqTokens &&
+      seqs_padded * per_seq <= kMaxGraphBatch) {
     return forward_graph(batch, kv);
   }
   const StepMetadata meta = upload_metadata(host_metadata(batch, config_, block_size, 0), *backend_, block_size);
@@ -258,26 +271,27 @@ Tensor Cohere2Model::forward(const ForwardBatch& batch, std::vector<KvStorage>& 
   return logits;
 }
 
-// A decode step through a recorded graph: the batch is padded to a power of two and its positions' bucket
-// (a power of two) fixes the block tables' width and the attention launch, so steps of one bucket replay the
-// same graph with new inputs. The first step of a bucket runs eagerly (loading kernels, choosing matmul
-// algorithms), then is recorded.
+// A decode or verify step through a recorded graph: every sequence brings the same number of tokens, the batch
+// is padded to a power of two of sequences (pad_uniform), and its positions' bucket (a power of two) fixes the
+// block tables' width and the attention launch, so steps of one bucket replay the same graph with new inputs.
+// The first step of a bucket runs eagerly (loading kernels, choosing matmul algorithms), then is recorded.
 Tensor Cohere2Model::forward_graph(const ForwardBatch& batch, std::vector<KvStorage>& kv) const {
   Backend& b = *backend_;
   const int64_t block_size = kv.front().block_size;
   const auto num_tokens = std::ssize(batch.token_ids);
+  const int64_t per_seq = batch.seqs.front().num_tokens;
   int64_t max_position = 0;
-  for (const ForwardSequence& s : batch.seqs) max_position = std::max(max_position, s.start_pos);
-  const auto bucket = static_cast<int64_t>(std::bit_ceil(static_cast<uint64_t>(num_tokens)));
+  for (const ForwardSequence& s : batch.seqs) max_position = std::max(max_position, s.start_pos + per_seq - 1);
+  const auto bucket = static_cast<int64_t>(std::bit_ceil(static_cast<uint64_t>(batch.seqs.size())));
   const auto positions = std::max(kMinGraphPositions, static_cast<int64_t>(std::bit_ceil(static_cast<uint64_t>(max_position + 1))));
   HostMetadata host = host_metadata(batch, config_, block_size, (positions + block_size - 1) / block_size);
-  pad_decode(host, bucket);
+  pad_uniform(host, per_seq, bucket);
   host.max_position = positions - 1;  // an upper bound is all the attention launch needs
 
   DecodeGraphs& cache = *graphs_;
   if (cache.logits.empty()) cache.logits = b.alloc(DType::kF32, Shape{kMaxGraphBatch, config_.vocab_size});
-  const Tensor logits = cache.logits.slice_rows(0, bucket);
-  const auto key = std::make_pair(bucket, positions);
+  const Tensor logits = cache.logits.slice_rows(0, bucket * per_seq);
+  const auto key = std::make_tuple(bucket, per_seq, positions);
   auto it = cache.entries.find(key);
   if (it != cache.entries.end()) {
     update_metadata(it->second.meta, host, b);

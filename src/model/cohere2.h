@@ -42,8 +42,9 @@ class Cohere2Model {
 
   // Runs one step. Writes the new tokens' K/V into `kv` (one storage per group) through the batch's block
   // tables, then returns logits [batch.logit_indices.size(), vocab] (f32, in backend memory), valid until the
-  // next call. Decode-only batches of up to 256 sequences that want every row's logits replay a recorded
-  // graph where the backend records them (see set_graphs_enabled); the results are the same either way.
+  // next call. Batches whose every token is a logit row, the same number (at most 8) per sequence (decodes,
+  // speculative verify steps), of up to 256 rows once padded, replay a recorded graph where the backend records them (see
+  // set_graphs_enabled); the results are the same either way, within the rounding of the padded shapes.
   Tensor forward(const ForwardBatch& batch, std::vector<KvStorage>& kv) const;
   // Whether forward() may record and replay decode steps (default: yes; off is vLLM's --enforce-eager).
   void set_graphs_enabled(bool enabled) { graphs_enabled_ = enabled; }

@@ -1,7 +1,9 @@
 // Decode steps replayed from recorded CUDA graphs against the same steps run op by op: several sequences at
 // different positions, batches that shrink and grow again (graphs of other padded sizes, then a replay of
-// the first one with new inputs), and positions that cross a bucket boundary (a new recording). And the
-// same steps with and without programmatic dependent launch (launch.cuh), bit for bit.
+// the first one with new inputs), and positions that cross a bucket boundary (a new recording); verify steps
+// (several tokens per sequence, every one a logit row, as speculative decoding runs them) with the steps after
+// them; and the same steps with and without programmatic
+// dependent launch (launch.cuh), bit for bit.
 #include <algorithm>
 
 #include "../test_util.h"
@@ -64,8 +66,9 @@ TEST(CudaGraphs, ReplayedDecodeStepsMatchEagerSteps) {
   TIDE_REQUIRE_GPU();
   Runner graph(true), eager(false);
   const int32_t vocab = static_cast<int32_t>(graph.model.config().vocab_size);
-  // Prompts of 5, 40 and 250 tokens: the last sequence crosses the 256-position bucket while decoding.
-  const std::vector<int64_t> prompt_lengths = {5, 40, 250};
+  // Prompts of 12, 40 and 250 tokens (more than a verify step's 8: eager): the last sequence crosses the
+  // 256-position bucket while decoding.
+  const std::vector<int64_t> prompt_lengths = {12, 40, 250};
   for (int s = 0; s < 3; ++s) {
     const auto prompt = ids(prompt_lengths[static_cast<size_t>(s)], s + 1, vocab);
     const auto a = graph.step({s}, {prompt}), b = eager.step({s}, {prompt});
@@ -91,6 +94,50 @@ TEST(CudaGraphs, ReplayedDecodeStepsMatchEagerSteps) {
     }
   }
   EXPECT_GT(graph.seqs[2].num_computed(), 256);
+}
+
+// Verify steps: 1 + k tokens per sequence, the same k for every sequence of a step (replayed from graphs, the
+// batch padded to a power of two of sequences) or differing (op by op in both runners), one sequence crossing
+// the 256-position bucket; the steps after each read the K/V it stored, so a stale input or a row taken from
+// the wrong place would show.
+TEST(CudaGraphs, ReplayedVerifyStepsMatchEagerSteps) {
+  TIDE_REQUIRE_GPU();
+  for (bool fp8 : {false, true}) {
+    Runner graph(true, fp8), eager(false, fp8);
+    const int32_t vocab = static_cast<int32_t>(graph.model.config().vocab_size);
+    const std::vector<int64_t> prompt_lengths = {30, 100, 240};
+    for (int s = 0; s < 3; ++s) {
+      const auto prompt = ids(prompt_lengths[static_cast<size_t>(s)], s + 1, vocab);
+      ASSERT_LT(test::rel_err(graph.step({s}, {prompt}), eager.step({s}, {prompt})), 1e-6);
+    }
+    // Tokens per sequence of each step (0: not in the step).
+    const std::vector<std::vector<int64_t>> steps = {{5, 5, 5}, {3, 5, 1}, {1, 1, 1}, {5, 2, 4}, {0, 8, 3},
+                                                     {5, 5, 5}, {1, 1, 1}, {2, 0, 7}, {4, 4, 4}, {1, 1, 1}};
+    for (size_t k = 0; k < steps.size(); ++k) {
+      std::vector<int> which;
+      std::vector<std::vector<int32_t>> tokens;
+      for (int s = 0; s < 3; ++s) {
+        const int64_t n = steps[k][static_cast<size_t>(s)];
+        if (n == 0) continue;
+        which.push_back(s);
+        tokens.push_back(ids(n, static_cast<int32_t>(100 * k + static_cast<size_t>(s)), vocab));
+      }
+      const std::vector<float> a = graph.step(which, tokens), b = eager.step(which, tokens);
+      ASSERT_EQ(a.size(), b.size());
+      const size_t rows = a.size() / static_cast<size_t>(vocab);
+      for (size_t r = 0; r < rows; ++r) {
+        const auto row = [&](const std::vector<float>& v) {
+          return std::vector<float>(v.begin() + static_cast<std::ptrdiff_t>(r * vocab),
+                                    v.begin() + static_cast<std::ptrdiff_t>((r + 1) * vocab));
+        };
+        // As for decode steps: padding and the attention split count round differently in bf16 (FP8 weights:
+        // the padded token count may run other matmul kernels, which round differently too).
+        EXPECT_LT(test::rel_err(row(a), row(b)), 1e-2)
+            << "step " << k << " row " << r << (fp8 ? " (FP8)" : " (bf16)");
+      }
+    }
+    EXPECT_GT(graph.seqs[2].num_computed(), 256);
+  }
 }
 
 // Programmatic dependent launch lets a kernel start before the previous one has finished; each kernel waits
