@@ -57,6 +57,9 @@ void parse_common(const json& body, GenerationRequest& r) {
   }
   o.min_tokens = get_int(body, "min_tokens", 0, std::numeric_limits<int64_t>::max()).value_or(0);
   o.ignore_eos = get_bool(body, "ignore_eos").value_or(false);
+  // tide's own: false keeps this request out of speculative decoding (`--speculative-config`); its output is the
+  // same either way, so this only trades its speed against the drafting and verifying work.
+  o.speculative = get_bool(body, "speculative").value_or(true);
   o.skip_special_tokens = get_bool(body, "skip_special_tokens").value_or(true);
   o.include_stop_str_in_output = get_bool(body, "include_stop_str_in_output").value_or(false);
   o.stop = stop_strings(body, "stop");

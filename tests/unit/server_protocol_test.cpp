@@ -43,6 +43,7 @@ TEST(ServerProtocol, OpenAiDefaults) {
   EXPECT_EQ(r.options.n, 1);
   EXPECT_EQ(r.options.logprobs, -1);
   EXPECT_TRUE(r.options.skip_special_tokens);
+  EXPECT_TRUE(r.options.speculative);
 }
 
 TEST(ServerProtocol, CompletionParametersMap) {
@@ -50,7 +51,7 @@ TEST(ServerProtocol, CompletionParametersMap) {
     "min_p": 0.1, "repetition_penalty": 1.2, "presence_penalty": 0.5, "frequency_penalty": -0.5, "seed": 42,
     "n": 2, "stop": "END", "stop_token_ids": [6], "ignore_eos": true, "min_tokens": 3, "logprobs": 2,
     "skip_special_tokens": false, "logit_bias": {"17": -100}, "stream": true, "stream_options": {"include_usage": true},
-    "echo": true, "user": "u", "best_of": 2})");
+    "echo": true, "user": "u", "best_of": 2, "speculative": false})");
   EXPECT_EQ(r.max_tokens, 7);
   EXPECT_EQ(r.options.sampling.temperature, 0.0);
   EXPECT_EQ(r.options.sampling.top_k, 0);
@@ -62,6 +63,7 @@ TEST(ServerProtocol, CompletionParametersMap) {
   EXPECT_EQ(r.options.stop, std::vector<std::string>{"END"});
   EXPECT_EQ(r.options.stop_token_ids, std::vector<int32_t>{6});
   EXPECT_TRUE(r.options.ignore_eos);
+  EXPECT_FALSE(r.options.speculative);
   EXPECT_EQ(r.options.min_tokens, 3);
   EXPECT_EQ(r.options.logprobs, 2);
   EXPECT_FALSE(r.options.skip_special_tokens);
@@ -179,6 +181,8 @@ const BadCase kBadCases[] = {
     {"completions", R"({"prompt": "x", "stop_token_ids": 6})", "stop_token_ids"},
     {"completions", R"({"prompt": "x", "seed": "s"})", "seed"},
     {"completions", R"({"prompt": "x", "ignore_eos": 1})", "ignore_eos"},
+    {"completions", R"({"prompt": "x", "speculative": "no"})", "speculative"},
+    {"chat", R"({"messages": [{"role": "user", "content": "hi"}], "speculative": 0})", "speculative"},
     {"completions", R"({"prompt": "x", "min_tokens": -1})", "min_tokens"},
     {"completions", R"({"prompt": "x", "min_tokens": 5, "max_tokens": 2})", "min_tokens"},
     {"completions", R"({"prompt": "x", "best_of": 3})", "best_of"},
