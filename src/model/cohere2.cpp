@@ -263,7 +263,7 @@ Tensor Cohere2Model::forward(const ForwardBatch& batch, std::vector<KvStorage>& 
   const auto seqs_padded = static_cast<int64_t>(std::bit_ceil(static_cast<uint64_t>(std::max<size_t>(batch.seqs.size(), 1))));
   if (graphs_enabled_ && !graphs_->unsupported && all_rows && uniform && per_seq <= kMaxGraphSeqTokens &&
       seqs_padded * per_seq <= kMaxGraphBatch) {
-    return forward_graph(batch, kv);
+    return forward_graph(batch, per_seq, kv);
   }
   const StepMetadata meta = upload_metadata(host_metadata(batch, config_, block_size, 0), *backend_, block_size);
   Tensor logits = backend_->alloc(DType::kF32, Shape{meta.logit_rows.numel(), config_.vocab_size});
@@ -275,11 +275,10 @@ Tensor Cohere2Model::forward(const ForwardBatch& batch, std::vector<KvStorage>& 
 // is padded to a power of two of sequences (pad_uniform), and its positions' bucket (a power of two) fixes the
 // block tables' width and the attention launch, so steps of one bucket replay the same graph with new inputs.
 // The first step of a bucket runs eagerly (loading kernels, choosing matmul algorithms), then is recorded.
-Tensor Cohere2Model::forward_graph(const ForwardBatch& batch, std::vector<KvStorage>& kv) const {
+Tensor Cohere2Model::forward_graph(const ForwardBatch& batch, int64_t per_seq, std::vector<KvStorage>& kv) const {
   Backend& b = *backend_;
   const int64_t block_size = kv.front().block_size;
   const auto num_tokens = std::ssize(batch.token_ids);
-  const int64_t per_seq = batch.seqs.front().num_tokens;
   int64_t max_position = 0;
   for (const ForwardSequence& s : batch.seqs) max_position = std::max(max_position, s.start_pos + per_seq - 1);
   const auto bucket = static_cast<int64_t>(std::bit_ceil(static_cast<uint64_t>(batch.seqs.size())));

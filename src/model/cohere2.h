@@ -50,7 +50,8 @@ class Cohere2Model {
   void set_graphs_enabled(bool enabled) { graphs_enabled_ = enabled; }
 
  private:
-  Tensor forward_graph(const ForwardBatch& batch, std::vector<KvStorage>& kv) const;
+  // A batch of sequences that bring per_seq tokens each (forward()'s graph condition).
+  Tensor forward_graph(const ForwardBatch& batch, int64_t per_seq, std::vector<KvStorage>& kv) const;
   // The layers, the final norm and the logits of meta.logit_rows into `logits` [R, vocab] f32.
   void run_layers(const StepMetadata& meta, std::vector<KvStorage>& kv, Tensor logits) const;
 

@@ -15,6 +15,13 @@ __device__ __forceinline__ uint32_t transpose_8x8(uint32_t x) {
   return y;
 }
 
+// The ldmatrix address of lane `lane` in a landed FP8 stage's codes (K or V, rows Fp8KvStage::kRowBytes
+// apart): matrix m = lane / 8 holds keys 8 (m % 2) .. + 8 and the 16 codes of dims 16 (2 c + m / 2) .. + 16.
+template <int D>
+__device__ __forceinline__ uint32_t fp8_codes_matrix(uint32_t codes, int c, int lane) {
+  return codes + (8 * ((lane / 8) % 2) + lane % 8) * Fp8KvStage<D, 16>::kRowBytes + (2 * c + lane / 16) * 16;
+}
+
 // One warp's S^T = K Q^T over its 16 landed keys (the mma's M) and the CTA's query rows (N, in kN tiles of 8):
 // s[n] holds keys g, g + 8 (lane 4 g + t) by rows 8 n + 2t, 8 n + 2t + 1. The query's B fragments q live in
 // registers for the whole kernel; at head_dim <= 128 two accumulators per tile halve the chain of dependent mmas
@@ -27,13 +34,12 @@ __device__ __forceinline__ void decode_scores(float (&s)[kN][4], const uint32_t 
   constexpr bool kTwo = D <= 128;
   float s2[kN][4] = {};
   if constexpr (kFp8) {
-    using S = Fp8KvStage<D, 16>;
 #pragma unroll
     for (int kk = 0; kk < D / 32; ++kk) {
-      // Matrix m = lane / 8: keys 8 (m % 2) .. + 8 and dims 16 (2 kk + m / 2) .. + 16; lane 4 g + t gets codes
-      // 4t .. 4t + 3 of key g, which stand for k = 2t, 2t + 1 (bytes 0, 1) and 2t + 8, 2t + 9 (bytes 2, 3).
+      // Lane 4 g + t gets codes 4t .. 4t + 3 of key g of each matrix, which stand for k = 2t, 2t + 1 (bytes
+      // 0, 1) and 2t + 8, 2t + 9 (bytes 2, 3).
       uint32_t k4[4];
-      ldmatrix_x4(k4, k_tile + (8 * ((lane / 8) % 2) + lane % 8) * S::kRowBytes + (2 * kk + lane / 16) * 16);
+      ldmatrix_x4(k4, fp8_codes_matrix<D>(k_tile, kk, lane));
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const uint32_t a[4] = {widen_pair(k4[2 * h], 0x1404), widen_pair(k4[2 * h + 1], 0x1404),
@@ -66,13 +72,12 @@ template <int D, bool kFp8, int kN>
 __device__ __forceinline__ void decode_pv(float (&o)[D / 16][kN][4], const uint32_t (&b)[kN][2],
                                           const uint32_t (&b_tail)[kN][2], uint32_t v_tile, int lane) {
   if constexpr (kFp8) {
-    using S = Fp8KvStage<D, 16>;
 #pragma unroll
     for (int cc = 0; cc < D / 32; ++cc) {
-      // Transposed, matrix m (keys 8 (m % 2) .. + 8, dims 16 (2 cc + m / 2) .. + 16) gives lane 4 g + t codes
-      // 2g, 2g + 1 of keys 2t and 2t + 1: bytes (0, 2) dim 2g of both keys, bytes (1, 3) dim 2g + 1's.
+      // Transposed, each matrix gives lane 4 g + t codes 2g, 2g + 1 of keys 2t and 2t + 1: bytes (0, 2) dim 2g
+      // of both keys, bytes (1, 3) dim 2g + 1's.
       uint32_t v4[4];
-      ldmatrix_x4_trans(v4, v_tile + (8 * ((lane / 8) % 2) + lane % 8) * S::kRowBytes + (2 * cc + lane / 16) * 16);
+      ldmatrix_x4_trans(v4, fp8_codes_matrix<D>(v_tile, cc, lane));
 #pragma unroll
       for (int odd = 0; odd < 2; ++odd) {
         const uint32_t selector = odd ? 0x3414 : 0x2404;
