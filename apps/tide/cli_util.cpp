@@ -186,7 +186,9 @@ void add_engine_flags(CLI::App* cmd, EngineFlags& flags) {
                   "Speculative decoding as vLLM takes it, a JSON object: {\"method\": \"ngram\", "
                   "\"num_speculative_tokens\": 4, \"prompt_lookup_max\": 4, \"prompt_lookup_min\": 2} drafts up "
                   "to 4 tokens per step from the request's own prompt and output (prompt lookup) and verifies them in "
-                  "the same forward pass; outputs are the same as without it")
+                  "the same forward pass; {\"model\": \"DIR\", \"num_speculative_tokens\": 4} drafts with a "
+                  "smaller model of the same vocabulary (loaded like the model, its KV cache a share of the "
+                  "model's); outputs are the same as without it")
       ->check(CLI::Validator(
           [](std::string& value) -> std::string {
             try {

@@ -90,7 +90,8 @@ nlohmann::json sample_json(const SampleResult& r, bool logprobs) {
 
 // {prompt_ids, ids, text, finish_reason, cached_tokens, kv} of sample 0, with "logprobs" when asked for,
 // "samples" (each {ids, text, finish_reason}) when n > 1, "speculative" (the engine's drafted and accepted
-// tokens and verifications so far) with --speculative-config, and "seconds" (the request's wall time, prompt
+// tokens and verifications so far; with a draft model also its steps and their seconds) with
+// --speculative-config, and "seconds" (the request's wall time, prompt
 // to last token) when the prompts run one after another.
 void print_result_json(const Engine& engine, const std::vector<int32_t>& prompt_ids, const GenerateResult& result,
                        const GenerateOptions& gen, std::optional<double> seconds = std::nullopt) {
@@ -108,6 +109,10 @@ void print_result_json(const Engine& engine, const std::vector<int32_t>& prompt_
     j["speculative"] = {{"draft_tokens", stats.spec_draft_tokens},
                         {"accepted_tokens", stats.spec_accepted_tokens},
                         {"verifications", stats.spec_verifies}};
+    if (engine.draft_kv_cache()) {
+      j["speculative"]["draft_steps"] = stats.spec_draft_steps;
+      j["speculative"]["draft_seconds"] = stats.draft_seconds;
+    }
   }
   print_json(j);
 }

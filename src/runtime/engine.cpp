@@ -48,6 +48,11 @@ WeightLoadOptions weight_load_options(const EngineOptions& options) {
   return WeightLoadOptions{options.quantization == Quantization::kFp8, options.load_progress, options.load_format};
 }
 
+std::filesystem::path draft_dir(const EngineOptions& options) {
+  const bool draft = options.speculative && options.speculative->method == spec::SpeculativeConfig::Method::kDraftModel;
+  return draft ? std::filesystem::path(options.speculative->model) : std::filesystem::path();
+}
+
 }  // namespace
 
 EngineOptions resolve_engine_options(EngineOptions options, const Cohere2Model& model) {
@@ -102,17 +107,54 @@ EngineOptions resolve_engine_options(EngineOptions options, const Cohere2Model& 
   return options;
 }
 
-KvArenaSpec plan_kv_arena(const Cohere2Model& model, const EngineOptions& options) {
+namespace {
+
+// KV bytes of one position over every layer of `model` (a block holds one group's layers).
+int64_t kv_bytes_per_position(const Cohere2Model& model, int64_t block_size, KvCacheDtype dtype) {
+  const auto groups = static_cast<int64_t>(model.config().groups.size());
+  return model.kv_block_bytes(block_size, dtype) * groups / block_size;
+}
+
+// The draft's share of kv_cache_memory: in proportion to its bytes per position beside the model's, so that
+// both caches hold about as many positions.
+int64_t draft_kv_bytes(const Cohere2Model& model, const EngineOptions& options, const Cohere2Model& draft) {
+  const auto m = static_cast<double>(kv_bytes_per_position(model, options.block_size, options.kv_cache_dtype));
+  const auto d = static_cast<double>(kv_bytes_per_position(draft, options.block_size, draft_kv_cache_dtype(options, draft)));
+  return static_cast<int64_t>(static_cast<double>(options.kv_cache_memory) * d / (m + d));
+}
+
+}  // namespace
+
+KvCacheDtype draft_kv_cache_dtype(const EngineOptions& options, const Cohere2Model& draft) {
+  const bool fp8 = options.kv_cache_dtype == KvCacheDtype::kFp8 &&
+                   draft.backend().supports_fp8_kv(draft.config().head_dim);
+  return fp8 ? KvCacheDtype::kFp8 : KvCacheDtype::kAuto;
+}
+
+KvArenaSpec plan_draft_kv_arena(const Cohere2Model& model, const EngineOptions& options, const Cohere2Model& draft) {
+  const int64_t bytes = draft_kv_bytes(model, options, draft);
+  const int64_t block_bytes = draft.kv_block_bytes(options.block_size, draft_kv_cache_dtype(options, draft));
+  const int64_t blocks = bytes / block_bytes;
+  if (blocks < 1) {
+    fail("the draft model's share of kv_cache_memory ({} of {} bytes) holds no KV block of {} bytes", bytes,
+         options.kv_cache_memory, block_bytes);
+  }
+  return KvArenaSpec{static_cast<int32_t>(std::min<int64_t>(blocks, INT32_MAX)), 0};
+}
+
+KvArenaSpec plan_kv_arena(const Cohere2Model& model, const EngineOptions& options, const Cohere2Model* draft) {
   if (options.block_size <= 0) fail("block_size must be positive, got {}", options.block_size);
   if (options.kv_cache_memory <= 0) fail("kv_cache_memory must be positive, got {}", options.kv_cache_memory);
   if (options.host_kv_cache_memory < 0) {
     fail("host_kv_cache_memory must be >= 0, got {}", options.host_kv_cache_memory);
   }
   const int64_t block_bytes = model.kv_block_bytes(options.block_size, options.kv_cache_dtype);
-  const int64_t blocks = options.kv_cache_memory / block_bytes;
+  const int64_t memory = options.kv_cache_memory - (draft ? draft_kv_bytes(model, options, *draft) : 0);
+  const int64_t blocks = memory / block_bytes;
   if (blocks < 1) {
-    fail("kv_cache_memory of {} bytes holds no KV block ({} bytes: {} layers x {} positions)", options.kv_cache_memory,
-         block_bytes, model.config().layers_per_kv_block, options.block_size);
+    fail("kv_cache_memory of {} bytes{} holds no KV block ({} bytes: {} layers x {} positions)", options.kv_cache_memory,
+         draft ? fmt::format(" ({} beside the draft model's share)", memory) : std::string(), block_bytes,
+         model.config().layers_per_kv_block, options.block_size);
   }
   const int64_t host_blocks = options.host_kv_cache_memory / block_bytes;
   return KvArenaSpec{static_cast<int32_t>(std::min<int64_t>(blocks, INT32_MAX)),
@@ -120,17 +162,19 @@ KvArenaSpec plan_kv_arena(const Cohere2Model& model, const EngineOptions& option
 }
 
 Engine::Engine(const std::filesystem::path& model_dir, std::unique_ptr<Backend> backend, EngineOptions options)
-    : executor_(model_dir, std::move(backend), weight_load_options(options)),
+    : executor_(model_dir, std::move(backend), weight_load_options(options), draft_dir(options)),
       tokenizer_(Tokenizer::from_dir(model_dir)),
       options_(resolve_engine_options(options, executor_.model())),
-      arena_(plan_kv_arena(executor_.model(), options_)),
+      arena_(plan_kv_arena(executor_.model(), options_, executor_.draft())),
       kv_manager_(make_kv_manager()) {
-  if (options_.speculative && options_.speculative->method != spec::SpeculativeConfig::Method::kNgram) {
-    fail("speculative decoding with a draft model ({}) is not supported yet; use \"method\": \"ngram\"",
-         options_.speculative->model);
-  }
-  executor_.model().set_graphs_enabled(!options_.enforce_eager);
+  executor_.set_graphs_enabled(!options_.enforce_eager);
   executor_.allocate_kv(options_.block_size, arena_, options_.kv_cache_dtype);
+  if (const Cohere2Model* draft = executor_.draft()) {
+    const KvArenaSpec draft_arena = plan_draft_kv_arena(executor_.model(), options_, *draft);
+    executor_.allocate_draft_kv(options_.block_size, draft_arena.num_blocks, draft_kv_cache_dtype(options_, *draft));
+    draft_kv_manager_.emplace(options_.block_size, draft->config().group_windows(), draft_arena,
+                              options_.enable_prefix_caching);
+  }
 
   stop_ids_ = generation_config_eos(model_dir, config().vocab_size);
   for (int32_t id : config().eos_token_ids) stop_ids_.push_back(id);

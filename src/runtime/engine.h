@@ -52,9 +52,11 @@ struct EngineOptions {
   KvCacheDtype kv_cache_dtype = KvCacheDtype::kAuto; // kAuto: the activation dtype; kFp8: E4M3 (KvStorage)
   // Called while the weights load with the checkpoint bytes uploaded so far and in all.
   std::function<void(int64_t done, int64_t total)> load_progress;
-  // Speculative decoding (docs/design/speculative-decoding.md): prompt lookup ("ngram") drafts up to
-  // num_speculative_tokens tokens per decoding request and step, verified in the same forward pass; outputs are
-  // the same as without it. Unset: off. A draft model is refused (not supported yet).
+  // Speculative decoding (docs/design/speculative-decoding.md): prompt lookup ("ngram") or a draft model
+  // drafts up to num_speculative_tokens tokens per decoding request and step, verified in the same forward
+  // pass; outputs are the same as without it. Unset: off. A draft model loads with the same quantization and
+  // load format as the model, and its KV cache takes its share of kv_cache_memory (in proportion to its bytes
+  // per position beside the model's).
   std::optional<spec::SpeculativeConfig> speculative;
 };
 
@@ -72,6 +74,7 @@ struct EngineStats {
   int64_t spec_draft_tokens = 0;
   int64_t spec_accepted_tokens = 0;
   int64_t spec_verifies = 0;
+  int64_t spec_draft_steps = 0;  // steps of the draft model (a draft model's speculation)
   // Where the loop's time went, summed over the steps run: the steps' wall time, and in it planning them
   // (the scheduler, block copies queued), running them (queueing the forward pass and sampling, waiting for
   // the sampled ids) and their results (committing, detokenizing, stop strings, building and handing out
@@ -81,6 +84,7 @@ struct EngineStats {
   double schedule_seconds = 0;
   double execute_seconds = 0;
   double output_seconds = 0;
+  double draft_seconds = 0;  // running the draft model before the steps (its own part of the wall time)
 };
 
 // One request of Engine::generate_batch.
@@ -114,8 +118,16 @@ struct KvReport {
 // `model`'s backend has no FP8 KV cache for its head_dim and kv_cache_dtype asks for one.
 EngineOptions resolve_engine_options(EngineOptions options, const Cohere2Model& model);
 // The KV arena (device blocks and host-tier slots, every group's block of one size) that `options`' byte
-// budgets buy for `model`. Throws tide::Error naming the option when a budget is invalid or buys no block.
-KvArenaSpec plan_kv_arena(const Cohere2Model& model, const EngineOptions& options);
+// budgets buy for `model`; with a `draft` model, the model's share of kv_cache_memory (the rest is the
+// draft's: plan_draft_kv_arena). Throws tide::Error naming the option when a budget is invalid or buys no
+// block.
+KvArenaSpec plan_kv_arena(const Cohere2Model& model, const EngineOptions& options, const Cohere2Model* draft = nullptr);
+// The draft model's blocks (no host tier): its share of kv_cache_memory, in proportion to its KV bytes per
+// position beside `model`'s. Throws tide::Error when that buys no block.
+KvArenaSpec plan_draft_kv_arena(const Cohere2Model& model, const EngineOptions& options, const Cohere2Model& draft);
+// The draft's KV dtype: the engine's kv_cache_dtype where the backend has it for the draft's head_dim, else
+// the activation dtype.
+KvCacheDtype draft_kv_cache_dtype(const EngineOptions& options, const Cohere2Model& draft);
 
 class Engine {
  public:
@@ -133,6 +145,9 @@ class Engine {
   const EngineOptions& options() const { return options_; }
   // The KV cache; read it only while no request is live (the loop thread changes it).
   const KvCacheManager& kv_cache() const { return kv_manager_; }
+  // The draft model's KV cache (speculative decoding with a draft model), or null; read it only while no
+  // request is live.
+  const KvCacheManager* draft_kv_cache() const { return draft_kv_manager_ ? &*draft_kv_manager_ : nullptr; }
   // The arena's and each group's statistics, consistent (taken between steps); callable any time.
   KvReport kv_report() const;
   // Counters and queue sizes, consistent (taken between steps); callable any time.
@@ -196,6 +211,7 @@ class Engine {
   EngineOptions options_;
   KvArenaSpec arena_;
   KvCacheManager kv_manager_;
+  std::optional<KvCacheManager> draft_kv_manager_;  // the draft model's blocks
   std::vector<int32_t> stop_ids_;
 
   EngineStats stats_;  // the loop's counters, under step_mutex_

@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "runtime/draft_proposer.h"
 #include "runtime/engine.h"
 #include "runtime/output_processor.h"
 #include "sched/scheduler.h"
@@ -51,6 +52,10 @@ class Engine::Loop {
       : engine_(engine),
         outputs_(engine.tokenizer_, engine.config().vocab_size,
                  engine.options_.speculative ? &*engine.options_.speculative : nullptr) {
+    if (engine.draft_kv_manager_) {
+      drafts_.emplace(engine.executor_, *engine.draft_kv_manager_, engine.options_.max_num_batched_tokens,
+                      engine.options_.max_prefill_chunk);
+    }
     reset_scheduler();
   }
 
@@ -110,11 +115,14 @@ class Engine::Loop {
     s.spec_draft_tokens = past_spec_.spec_draft_tokens + scheduler_->num_draft_tokens();
     s.spec_accepted_tokens = past_spec_.spec_accepted_tokens + scheduler_->num_accepted_tokens();
     s.spec_verifies = past_spec_.spec_verifies + scheduler_->num_verifies();
+    s.spec_draft_steps = drafts_ ? drafts_->num_steps() : 0;
   }
 
  private:
   // Successful steps after which limits set for device memory are doubled (until they are lifted).
   static constexpr int64_t kStepsBeforeRelaxing = 64;
+  // Steps that run without drafts after the draft model's step failed.
+  static constexpr int64_t kStepsWithoutDrafts = 64;
 
   // A new scheduler (the old one gives every request's blocks back first); `forget_cache`: a new KV cache too,
   // its prefix cache empty.
@@ -125,6 +133,7 @@ class Engine::Loop {
     }
     scheduler_.reset();
     strikes_.clear();  // a new scheduler numbers its requests anew
+    if (drafts_) drafts_->release_all();
     if (forget_cache) engine_.kv_manager_ = engine_.make_kv_manager();
     const EngineOptions& o = engine_.options_;
     scheduler_ = std::make_unique<Scheduler>(
@@ -132,7 +141,11 @@ class Engine::Loop {
                                               engine_.max_model_len()});
     if (o.speculative) {
       scheduler_->set_proposer([this](const Request& r, int64_t max_tokens, std::vector<int32_t>& draft) {
-        outputs_.propose(r.id, max_tokens, draft);
+        if (drafts_) {
+          drafts_->take(r.id, max_tokens, draft);
+        } else {
+          outputs_.propose(r.id, max_tokens, draft);
+        }
       }, o.speculative->num_speculative_tokens);
     }
   }
@@ -179,6 +192,7 @@ class Engine::Loop {
   // step's results become deltas (handed out at once); then its sampled ids are committed, and its own results
   // wait for the next step to be processed (or for flush_previous when nothing else runs).
   void step(Outbox& out) {
+    if (drafts_) run_drafts();
     const Clock::time_point planning = Clock::now();
     ScheduledStep step;
     try {
@@ -254,6 +268,32 @@ class Engine::Loop {
     outputs_.record(done.step, *scheduler_, done.done);
     previous_ = std::move(done);
     stats.output_seconds += seconds_since(committing);
+  }
+
+  // The draft model drafts for every running request that decodes and speculates (Scheduler's proposer hands
+  // the drafts out). A failure of the draft's step costs only speculation: it is logged, and the next steps run
+  // without drafts for a while.
+  void run_drafts() {
+    if (steps_without_drafts_ > 0) {
+      --steps_without_drafts_;
+      return;
+    }
+    const Clock::time_point drafting = Clock::now();
+    const int64_t k = engine_.options_.speculative->num_speculative_tokens;
+    std::vector<DraftRequest> requests;
+    for (const Request* r : scheduler_->running_requests()) {
+      if (!r->is_decoding() || !outputs_.speculates(r->id)) continue;
+      const int64_t room = std::min(k, r->params.max_tokens - r->num_output_tokens() - 1);
+      if (room > 0) requests.push_back(DraftRequest{r->id, r->token_ids, room});
+    }
+    try {
+      drafts_->run(requests);
+    } catch (const std::exception& e) {
+      steps_without_drafts_ = kStepsWithoutDrafts;
+      log_info("the draft model's step failed: {}; the next {} steps run without drafts", e.what(),
+               kStepsWithoutDrafts);
+    }
+    engine_.stats_.draft_seconds += seconds_since(drafting);
   }
 
   // The previous step's results (text, stop strings, logprobs, prompt logits) and the final deltas of the
@@ -382,6 +422,9 @@ class Engine::Loop {
     if (!strikes_.empty()) {
       for (const std::unique_ptr<Request>& r : done) strikes_.erase(r->id);
     }
+    if (drafts_) {
+      for (const std::unique_ptr<Request>& r : done) drafts_->release(r->id);
+    }
     outputs_.on_finished(done, out);
   }
 
@@ -402,6 +445,8 @@ class Engine::Loop {
 
   Engine& engine_;
   OutputProcessor outputs_;
+  std::optional<DraftProposer> drafts_;  // speculative decoding with a draft model
+  int64_t steps_without_drafts_ = 0;
   std::unique_ptr<Scheduler> scheduler_;
   std::optional<Processed> previous_;
   int64_t idle_steps_ = 0;

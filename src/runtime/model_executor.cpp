@@ -5,8 +5,41 @@
 namespace tide {
 
 ModelExecutor::ModelExecutor(const std::filesystem::path& model_dir, std::unique_ptr<Backend> backend,
-                             const WeightLoadOptions& options)
-    : backend_(std::move(backend)), model_(Cohere2Model::load(model_dir, *backend_, options)) {}
+                             const WeightLoadOptions& options, const std::filesystem::path& draft_dir)
+    : backend_(std::move(backend)), model_(Cohere2Model::load(model_dir, *backend_, options)) {
+  if (draft_dir.empty()) return;
+  // The draft's ids go straight into the model's embedding, and the model's ids into the draft's.
+  const ModelConfig draft_config = ModelConfig::from_dir(draft_dir);
+  if (draft_config.vocab_size != model_.config().vocab_size) {
+    fail("the draft model {} has a vocabulary of {} tokens, the model {} has {}: a draft must share the model's "
+         "vocabulary", draft_dir.string(), draft_config.vocab_size, model_dir.string(), model_.config().vocab_size);
+  }
+  WeightLoadOptions draft_options = options;
+  draft_options.progress = nullptr;  // the progress callback counts the model's bytes
+  draft_ = std::make_unique<Cohere2Model>(Cohere2Model::load(draft_dir, *backend_, draft_options));
+}
+
+void ModelExecutor::allocate_draft_kv(int64_t block_size, int32_t num_blocks, KvCacheDtype dtype) {
+  TIDE_CHECK(draft_ != nullptr);
+  try {
+    draft_kv_ = draft_->allocate_kv(block_size, num_blocks, dtype);
+  } catch (const Error& e) {
+    fail("the draft model's KV cache ({} blocks of {} bytes) cannot be allocated: {}", num_blocks,
+         draft_->kv_block_bytes(block_size, dtype), e.what());
+  }
+}
+
+std::vector<int32_t> ModelExecutor::draft_step(const ForwardBatch& batch) {
+  TIDE_CHECK(draft_ != nullptr && !batch.logit_indices.empty());
+  const Tensor logits = draft_->forward(batch, draft_kv_);
+  const auto rows = static_cast<int64_t>(batch.logit_indices.size());
+  draft_rows_.assign(static_cast<size_t>(rows), SamplingRow{});  // temperature 0: the argmax
+  Tensor ids = backend_->alloc_uninitialized(DType::kI32, Shape{rows});
+  backend_->sample(ids, logits, SamplingBatch{draft_rows_, {}, {}, {}, {}});
+  std::vector<int32_t> out(static_cast<size_t>(rows));
+  backend_->download(ids, out.data());
+  return out;
+}
 
 void ModelExecutor::allocate_kv(int64_t block_size, const KvArenaSpec& arena, KvCacheDtype dtype) {
   // An allocation that cannot be made is named by the flag that sized it, with the bytes asked for (the

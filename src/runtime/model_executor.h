@@ -2,7 +2,8 @@
 // KV arena's device storage and its host tier, and executes a ScheduledStep: the block copies, the model's
 // forward pass, the sample op (and logprobs) over the rows to sample, and the logits of prompt positions a
 // request asked for, copied to the host. No scheduling and no request state: what to sample with comes in
-// as a SamplingBatch.
+// as a SamplingBatch. With speculative decoding by a draft model it also holds the draft (loaded on the same
+// backend, with its own KV storage) and runs its steps (draft_step); what to draft is DraftProposer's.
 #pragma once
 
 #include <cstdint>
@@ -37,16 +38,29 @@ struct StepOutputs {
 
 class ModelExecutor {
  public:
-  // Loads DIR's model onto `backend`. Throws tide::Error.
+  // Loads DIR's model onto `backend`, and the draft model of `draft_dir` after it when that is not empty (the
+  // same load options). Throws tide::Error; a draft whose vocabulary is not the model's is refused.
   ModelExecutor(const std::filesystem::path& model_dir, std::unique_ptr<Backend> backend,
-                const WeightLoadOptions& options);
+                const WeightLoadOptions& options, const std::filesystem::path& draft_dir = {});
 
   Backend& backend() const { return *backend_; }
   const Cohere2Model& model() const { return model_; }
   Cohere2Model& model() { return model_; }
+  // The draft model (speculative decoding), or null.
+  const Cohere2Model* draft() const { return draft_.get(); }
+  // Whether the model and the draft may replay recorded graphs (Cohere2Model::set_graphs_enabled).
+  void set_graphs_enabled(bool enabled) {
+    model_.set_graphs_enabled(enabled);
+    if (draft_) draft_->set_graphs_enabled(enabled);
+  }
 
   // Allocates the KV arena (device blocks) and its host tier (pinned slots of the same size).
   void allocate_kv(int64_t block_size, const KvArenaSpec& arena, KvCacheDtype dtype);
+  // Allocates the draft model's KV storage: `num_blocks` blocks of its own (no host tier).
+  void allocate_draft_kv(int64_t block_size, int32_t num_blocks, KvCacheDtype dtype);
+  // One step of the draft model over `batch` (its K/V written into the draft's storage) and the greedy id of
+  // each of its logit rows, on the host. Throws as execute does.
+  std::vector<int32_t> draft_step(const ForwardBatch& batch);
   // Runs block copies between the arena and its host tier, in order.
   void copy_blocks(std::span<const BlockCopy> copies);
   // Runs `step` (not empty; its copies ran before, copy_blocks): the forward pass, the sample op over its rows
@@ -71,6 +85,9 @@ class ModelExecutor {
   Cohere2Model model_;
   std::vector<KvStorage> kv_;  // one view of the arena per layer group
   Tensor host_kv_;             // the host tier: [host blocks, block bytes], host memory
+  std::unique_ptr<Cohere2Model> draft_;  // speculative decoding's draft model, or null
+  std::vector<KvStorage> draft_kv_;      // its KV storage, one view per layer group
+  std::vector<SamplingRow> draft_rows_;  // greedy rows of draft_step's sample op
 };
 
 }  // namespace tide

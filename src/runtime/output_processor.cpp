@@ -30,7 +30,8 @@ void OutputProcessor::add(RequestId id, std::shared_ptr<Live> live, int index, u
   if (o.sampling.has_penalties()) sample.history.add_prompt(prompt);
   for (const auto& [token, bias] : o.sampling.logit_bias) sample.history.set_bias(token, bias);
   if (o.constraint) sample.constraint = o.constraint->start();
-  if (speculative_ && o.speculative && !o.constraint && !o.thinking_budget) {
+  sample.speculates = speculative_ && o.speculative && !o.constraint && !o.thinking_budget;
+  if (sample.speculates && speculative_->method == spec::SpeculativeConfig::Method::kNgram) {
     sample.ngram = std::make_unique<spec::NgramIndex>(speculative_->prompt_lookup_min, speculative_->prompt_lookup_max);
     sample.ngram->append(prompt);
   }
@@ -51,6 +52,11 @@ void OutputProcessor::add(RequestId id, std::shared_ptr<Live> live, int index, u
 std::vector<RequestId> OutputProcessor::requests_of(uint64_t handle_id) const {
   const auto it = by_handle_.find(handle_id);
   return it == by_handle_.end() ? std::vector<RequestId>{} : it->second;
+}
+
+bool OutputProcessor::speculates(RequestId id) const {
+  const auto it = samples_.find(id);
+  return it != samples_.end() && it->second.speculates;
 }
 
 void OutputProcessor::propose(RequestId id, int64_t max_tokens, std::vector<int32_t>& draft) const {

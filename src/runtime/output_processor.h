@@ -46,8 +46,8 @@ class OutputProcessor {
     std::string label;  // names the request in the log
   };
 
-  // `vocab`: the model's vocabulary (the logits' width), which masks cover. `speculative`: the engine's n-gram
-  // speculation (prompt lookup per sample), or null.
+  // `vocab`: the model's vocabulary (the logits' width), which masks cover. `speculative`: the engine's
+  // speculative decoding (with n-gram speculation, prompt lookup per sample), or null.
   OutputProcessor(const Tokenizer& tokenizer, int64_t vocab, const spec::SpeculativeConfig* speculative = nullptr)
       : tokenizer_(tokenizer), vocab_(vocab), speculative_(speculative) {}
 
@@ -57,9 +57,11 @@ class OutputProcessor {
   std::vector<RequestId> requests_of(uint64_t handle_id) const;
   std::vector<RequestId> requests() const;
   size_t size() const { return samples_.size(); }
-  // Scheduler::Proposer for sample `id`: up to `max_tokens` tokens drafted by prompt lookup over its prompt and
-  // output so far (none for a sample that does not speculate: a constraint or a thinking budget, whose rows
-  // depend on state the drafts would have to advance, or speculation turned off for the request).
+  // Whether sample `id` speculates: the engine does, and the sample has no constraint or thinking budget (its
+  // rows depend on state the drafts would have to advance) and did not turn speculation off.
+  bool speculates(RequestId id) const;
+  // Scheduler::Proposer for sample `id` with prompt lookup: up to `max_tokens` tokens drafted over its prompt
+  // and output so far (none when it does not speculate).
   void propose(RequestId id, int64_t max_tokens, std::vector<int32_t>& draft) const;
 
   // The sample op's inputs for `step`'s rows to sample (views of buffers kept until the next call), and the
@@ -96,7 +98,8 @@ class OutputProcessor {
     // Tokens inside the thinking budget's span so far; -1 while outside it.
     int64_t span_tokens = -1;
     std::unique_ptr<TokenConstraint> constraint;  // structured outputs; null: unconstrained
-    std::unique_ptr<spec::NgramIndex> ngram;      // prompt lookup over prompt and output; null: no speculation
+    bool speculates = false;
+    std::unique_ptr<spec::NgramIndex> ngram;      // prompt lookup over prompt and output (ngram speculation)
   };
   SampleDelta& delta(RequestId id, const Sample& s, Outbox& out) { return out.of(id, s.live->handle, s.index); }
 

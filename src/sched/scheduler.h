@@ -101,6 +101,8 @@ class Scheduler {
 
   // The live (unfinished) request `id`, or null. The pointer stays valid until it finishes.
   const Request* find(RequestId id) const;
+  // The running requests, in arrival order.
+  std::vector<const Request*> running_requests() const { return {running_.begin(), running_.end()}; }
   size_t num_waiting() const { return waiting_.size(); }  // waiting and preempted
   size_t num_running() const { return running_.size(); }
   bool has_unfinished() const { return !requests_.empty(); }

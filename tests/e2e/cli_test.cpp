@@ -30,6 +30,26 @@ TEST(Cli, GenerateJsonMatchesGoldenGreedyIds) {
   EXPECT_TRUE(j["text"].is_string());
 }
 
+// --speculative-config with a draft model (here the model itself): the same ids, drafts accepted, and the
+// draft's steps counted in the JSON; a draft of another vocabulary is refused naming both sizes.
+TEST(Cli, GenerateWithADraftModelGivesTheSameIds) {
+  const std::string demo = test::bundled_model("tide-demo").string();
+  const std::string common = "generate --model " + demo + " --prompt 'def fibonacci(n):' --max-tokens 32 --ignore-eos --json";
+  const RunResult plain = run(common);
+  ASSERT_EQ(plain.status, 0) << plain.out;
+  const RunResult drafted =
+      run(common + " --speculative-config '{\"model\": \"" + demo + "\", \"num_speculative_tokens\": 3}'");
+  ASSERT_EQ(drafted.status, 0) << drafted.out;
+  const nlohmann::json a = nlohmann::json::parse(plain.out), b = nlohmann::json::parse(drafted.out);
+  EXPECT_EQ(b["ids"], a["ids"]);
+  EXPECT_GT(b["speculative"]["accepted_tokens"].get<int64_t>(), 0) << drafted.out;
+  EXPECT_GT(b["speculative"]["draft_steps"].get<int64_t>(), 0) << drafted.out;
+  const RunResult refused = run("generate " + kModel + " --prompt-ids 1,2,3 --max-tokens 4 --speculative-config '{\"model\": \"" +
+                                demo + "\", \"num_speculative_tokens\": 3}'");
+  EXPECT_EQ(refused.status, 1) << refused.out;
+  EXPECT_NE(refused.out.find("vocabulary of 4096 tokens"), std::string::npos) << refused.out;
+}
+
 TEST(Cli, GenerateFromTextPrintsPromptAndContinuation) {
   const RunResult r = run("generate " + kModel + " --prompt 'Hello world' --max-tokens 5 --temperature 0.8 --seed 1");
   ASSERT_EQ(r.status, 0) << r.out;

@@ -1,0 +1,175 @@
+#include "runtime/draft_proposer.h"
+
+#include <algorithm>
+#include <unordered_set>
+
+#include "core/error.h"
+
+namespace tide {
+
+DraftProposer::DraftProposer(ModelExecutor& executor, KvCacheManager& kv, int64_t max_step_tokens, int64_t max_chunk)
+    : executor_(executor),
+      kv_(kv),
+      max_step_tokens_(max_step_tokens),
+      max_chunk_(max_chunk),
+      max_positions_(executor.draft()->config().max_position_embeddings) {
+  TIDE_CHECK(max_step_tokens > 0 && max_chunk > 0);
+}
+
+void DraftProposer::sync(Sequence& s, std::span<const int32_t> tokens) {
+  // The newest id stays uncommitted even when the draft computed it (a step that did not run leaves the
+  // request where it was): the next round computes it again, for the logits of its first draft.
+  const auto c = static_cast<size_t>(s.kv.num_computed());
+  size_t m = 0;
+  while (m < s.pending.size() && c + m + 1 < tokens.size() && s.pending[m] == tokens[c + m]) ++m;
+  if (m > 0) kv_.commit(s.kv, std::span<const int32_t>(s.pending).first(m));
+  kv_.truncate(s.kv);
+  s.pending.clear();
+}
+
+void DraftProposer::drop(Sequence& s) {
+  if (s.admitted) kv_.free(s.kv);
+  s = Sequence{};
+}
+
+void DraftProposer::release(RequestId id) {
+  const auto it = seqs_.find(id);
+  if (it == seqs_.end()) return;
+  drop(it->second);
+  seqs_.erase(it);
+}
+
+void DraftProposer::release_all() {
+  for (auto& [id, s] : seqs_) drop(s);
+  seqs_.clear();
+}
+
+void DraftProposer::take(RequestId id, int64_t max_tokens, std::vector<int32_t>& draft) const {
+  draft.clear();
+  const auto it = seqs_.find(id);
+  if (it == seqs_.end()) return;
+  const std::vector<int32_t>& d = it->second.draft;
+  draft.assign(d.begin(), d.begin() + std::min<ptrdiff_t>(static_cast<ptrdiff_t>(d.size()), std::max<int64_t>(0, max_tokens)));
+}
+
+std::vector<const SequenceKv*> DraftProposer::live_sequences() const {
+  std::vector<const SequenceKv*> out;
+  for (const auto& [id, s] : seqs_) out.push_back(&s.kv);
+  return out;
+}
+
+const SequenceKv* DraftProposer::sequence(RequestId id) const {
+  const auto it = seqs_.find(id);
+  return it == seqs_.end() ? nullptr : &it->second.kv;
+}
+
+std::vector<int32_t> DraftProposer::step(const ForwardBatch& batch) {
+  ++num_steps_;
+  num_tokens_ += static_cast<int64_t>(batch.token_ids.size());
+  return executor_.draft_step(batch);
+}
+
+void DraftProposer::run(std::span<const DraftRequest> requests) {
+  std::unordered_set<RequestId> present;
+  for (const DraftRequest& r : requests) present.insert(r.id);
+  for (auto it = seqs_.begin(); it != seqs_.end();) {
+    if (present.count(it->first) == 0) {
+      drop(it->second);
+      it = seqs_.erase(it);
+    } else {
+      it->second.draft.clear();
+      ++it;
+    }
+  }
+
+  // What each sequence computes: positions start .. n - 1 to catch up (the newest id included), then drafted
+  // tokens d_1 .. d_{drafts - 1} at n .. n + drafts - 2 (d_drafts is sampled, never computed).
+  struct Entry {
+    Sequence* seq;
+    int64_t start;   // the draft's computed positions before this round
+    int64_t catch_up;
+    int64_t n;       // the request's tokens
+    int64_t drafts;  // 0: catching up only
+  };
+  std::vector<Entry> entries;
+  int64_t budget = max_step_tokens_;
+  int64_t most_drafts = 0;
+  for (const DraftRequest& r : requests) {
+    TIDE_CHECK(r.max_drafts >= 1 && !r.tokens.empty());
+    Sequence& s = seqs_[r.id];
+    const auto n = static_cast<int64_t>(r.tokens.size());
+    if (n > max_positions_) {  // beyond the draft's length
+      drop(s);
+      continue;
+    }
+    if (s.admitted) {
+      sync(s, r.tokens);
+    } else {
+      kv_.admit(s.kv, r.tokens);  // no host tier: nothing to copy back, never refused
+      s.admitted = true;
+    }
+    const int64_t start = s.kv.num_computed();
+    TIDE_CHECK(start < n);
+    int64_t catch_up = std::min({n - start, max_chunk_, budget});
+    if (catch_up <= 0) continue;
+    int64_t drafts = catch_up == n - start ? std::min(r.max_drafts, max_positions_ - n + 1) : 0;
+    const int64_t fit = kv_.num_appendable_tokens(s.kv, catch_up + std::max<int64_t>(0, drafts - 1));
+    if (fit < catch_up) {
+      catch_up = fit;
+      drafts = 0;
+    } else {
+      drafts = std::min(drafts, fit - catch_up + 1);
+    }
+    if (catch_up == 0) continue;  // the draft's blocks are all taken: no draft this step
+    kv_.append(s.kv, catch_up + std::max<int64_t>(0, drafts - 1));
+    s.pending.assign(r.tokens.begin() + start, r.tokens.begin() + start + catch_up);
+    budget -= catch_up;
+    most_drafts = std::max(most_drafts, drafts);
+    entries.push_back(Entry{&s, start, catch_up, n, drafts});
+  }
+  TIDE_CHECK(kv_.take_copies().empty());
+  if (entries.empty()) return;
+
+  try {
+    ForwardBatch batch;
+    for (const Entry& e : entries) {
+      const auto offset = static_cast<int32_t>(batch.token_ids.size());
+      batch.token_ids.insert(batch.token_ids.end(), e.seq->pending.begin(), e.seq->pending.end());
+      ForwardSequence fs{e.start, e.catch_up, {}};
+      for (const std::vector<int32_t>& table : e.seq->kv.block_tables) fs.block_tables.emplace_back(table);
+      batch.seqs.push_back(std::move(fs));
+      if (e.drafts > 0) batch.logit_indices.push_back(offset + static_cast<int32_t>(e.catch_up - 1));
+    }
+    // A step of catching up alone still computes one row (its id is not used).
+    const bool any = !batch.logit_indices.empty();
+    if (!any) batch.logit_indices.push_back(static_cast<int32_t>(batch.token_ids.size() - 1));
+    std::vector<int32_t> ids = step(batch);
+    size_t row = 0;
+    for (const Entry& e : entries) {
+      if (e.drafts > 0) e.seq->draft.push_back(ids[row++]);
+    }
+    for (int64_t j = 1; j < most_drafts; ++j) {
+      batch = ForwardBatch{};
+      for (const Entry& e : entries) {
+        if (e.drafts <= j) continue;
+        const int32_t token = e.seq->draft[static_cast<size_t>(j - 1)];
+        batch.logit_indices.push_back(static_cast<int32_t>(batch.token_ids.size()));
+        batch.token_ids.push_back(token);
+        ForwardSequence fs{e.n + j - 1, 1, {}};
+        for (const std::vector<int32_t>& table : e.seq->kv.block_tables) fs.block_tables.emplace_back(table);
+        batch.seqs.push_back(std::move(fs));
+        e.seq->pending.push_back(token);
+      }
+      ids = step(batch);
+      row = 0;
+      for (const Entry& e : entries) {
+        if (e.drafts > j) e.seq->draft.push_back(ids[row++]);
+      }
+    }
+  } catch (...) {
+    release_all();
+    throw;
+  }
+}
+
+}  // namespace tide

@@ -1,0 +1,86 @@
+// DraftProposer: speculative decoding's drafts from a draft model (docs/design/speculative-decoding.md). Before
+// each engine step it runs the draft model over the decoding requests that speculate, batched: one step that
+// brings each sequence's draft KV cache up to its newest id (usually the one or two tokens the last verify step
+// accepted beyond what the draft had computed; a whole prompt the first time, in chunks) and samples the first
+// drafted token, then one-token steps for the rest. The drafts wait here until the scheduler asks for them.
+//
+// The draft's KV cache is its own KvCacheManager over its own blocks, kept per request across steps: positions
+// written for drafted tokens stay appended but uncommitted until the next round sees which of them the request
+// accepted (those are committed, the rest truncated), exactly as the scheduler treats the model's own cache.
+// The draft never holds a request back: a sequence the draft has no blocks for, or one past the draft's
+// maximum length, simply gets no draft; a request that stops speculating (finished, preempted, no longer
+// decoding) gives its draft blocks back.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "kv/kv_cache_manager.h"
+#include "runtime/model_executor.h"
+#include "sched/request.h"
+
+namespace tide {
+
+// A decoding request that may speculate this step.
+struct DraftRequest {
+  RequestId id = 0;
+  std::span<const int32_t> tokens;  // the prompt and the ids generated so far (the newest not yet computed)
+  int64_t max_drafts = 0;           // tokens worth drafting (>= 1)
+};
+
+class DraftProposer {
+ public:
+  // `kv` manages the draft's blocks (ModelExecutor::allocate_draft_kv's); both must outlive the proposer.
+  // Steps of the draft bring at most `max_step_tokens` tokens, at most `max_chunk` of one sequence.
+  DraftProposer(ModelExecutor& executor, KvCacheManager& kv, int64_t max_step_tokens, int64_t max_chunk);
+  ~DraftProposer() { release_all(); }
+  DraftProposer(const DraftProposer&) = delete;
+  DraftProposer& operator=(const DraftProposer&) = delete;
+
+  // Drafts for `requests` (distinct ids) and keeps the drafts for take(); requests of earlier rounds that
+  // are not among them give their draft blocks back. Throws what the draft model's step throws; the draft
+  // cache is then released entirely (its contents are unknown) and no request has a draft.
+  void run(std::span<const DraftRequest> requests);
+  // The draft run() made for `id`, at most `max_tokens` of it, into `draft` (left empty when there is none).
+  void take(RequestId id, int64_t max_tokens, std::vector<int32_t>& draft) const;
+  // Gives request `id`'s draft blocks back (it finished); nothing when it has none.
+  void release(RequestId id);
+  // Gives every request's draft blocks back (the engine's requests start over).
+  void release_all();
+
+  const KvCacheManager& kv() const { return kv_; }
+  // The SequenceKv of every sequence holding draft blocks, for KvCacheManager::check_invariants; request
+  // `id`'s (null when it has none).
+  std::vector<const SequenceKv*> live_sequences() const;
+  const SequenceKv* sequence(RequestId id) const;
+  // Draft-model steps run so far, and the tokens they computed.
+  int64_t num_steps() const { return num_steps_; }
+  int64_t num_tokens() const { return num_tokens_; }
+
+ private:
+  struct Sequence {
+    SequenceKv kv;
+    bool admitted = false;
+    // Tokens written at positions kv.num_computed() .. after the last round, not yet committed: the tokens
+    // the draft caught up on, then the drafted tokens it computed (all but the last drafted).
+    std::vector<int32_t> pending;
+    std::vector<int32_t> draft;  // this round's drafted tokens
+  };
+  // Commits the pending tokens that `tokens` confirms (a common prefix), gives back the blocks of the rest.
+  void sync(Sequence& s, std::span<const int32_t> tokens);
+  void drop(Sequence& s);
+  std::vector<int32_t> step(const ForwardBatch& batch);
+
+  ModelExecutor& executor_;
+  KvCacheManager& kv_;
+  int64_t max_step_tokens_;
+  int64_t max_chunk_;
+  int64_t max_positions_;  // the draft's maximum length
+  std::unordered_map<RequestId, Sequence> seqs_;
+  int64_t num_steps_ = 0;
+  int64_t num_tokens_ = 0;
+};
+
+}  // namespace tide

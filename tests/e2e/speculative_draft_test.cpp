@@ -1,0 +1,312 @@
+// Speculative decoding with a draft model through the engine (CPU): every request generates the same ids and
+// logprobs as without speculation, whichever model drafts (the model itself, so nearly every draft is accepted;
+// another fixture of the same vocabulary, so most are rejected), for draft lengths 1 .. 6, block sizes below,
+// at and beyond both models' windows, with preemption, sampled requests, a draft shorter than the model and a
+// draft cache too small for every sequence; no block of either cache stays in use. A draft whose vocabulary
+// differs is refused.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "../test_util.h"
+#include "backend/cpu/cpu_backend.h"
+#include "runtime/draft_proposer.h"
+#include "runtime/engine.h"
+#include "tokenizer/tokenizer.h"
+
+namespace tide {
+namespace {
+
+using test::fixture;
+
+EngineOptions draft_options(int64_t block_size, int64_t kv_cache_memory, int k, const std::filesystem::path& draft) {
+  EngineOptions e;
+  e.block_size = block_size;
+  e.kv_cache_memory = kv_cache_memory;
+  e.max_prefill_chunk = 64;
+  if (k > 0) {
+    e.speculative = spec::SpeculativeConfig::parse(nlohmann::json{{"model", draft.string()},
+                                                                   {"num_speculative_tokens", k}}.dump());
+  }
+  return e;
+}
+
+std::vector<GenerateResult> run(Engine& engine, const std::vector<std::vector<int32_t>>& prompts,
+                                const GenerateOptions& options) {
+  std::vector<BatchRequest> batch;
+  for (const auto& p : prompts) batch.push_back(BatchRequest{p, options});
+  return engine.generate_batch(batch);
+}
+
+void expect_same(const std::vector<GenerateResult>& got, const std::vector<GenerateResult>& want, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    ASSERT_EQ(got[i].samples.size(), want[i].samples.size());
+    for (size_t n = 0; n < want[i].samples.size(); ++n) {
+      const SampleResult& g = got[i].samples[n];
+      const SampleResult& w = want[i].samples[n];
+      ASSERT_EQ(g.ids, w.ids) << what << ", prompt " << i << " sample " << n;
+      ASSERT_EQ(g.logprobs.size(), w.logprobs.size());
+      for (size_t j = 0; j < w.logprobs.size(); ++j) {
+        EXPECT_EQ(g.logprobs[j].id, w.logprobs[j].id);
+        EXPECT_NEAR(g.logprobs[j].logprob, w.logprobs[j].logprob, 1e-4) << what << ", token " << j;
+      }
+    }
+  }
+}
+
+// Neither cache holds a block once every request finished, and the draft's cache is consistent.
+void expect_caches_empty(const Engine& engine) {
+  EXPECT_EQ(engine.kv_report().arena.in_use_blocks, 0);
+  ASSERT_NE(engine.draft_kv_cache(), nullptr);
+  EXPECT_EQ(engine.draft_kv_cache()->pool().stats().in_use_blocks, 0);
+  engine.draft_kv_cache()->check_invariants({});
+}
+
+struct Pair {
+  const char* model;
+  const char* draft;
+};
+
+class DraftTest : public ::testing::TestWithParam<Pair> {};
+
+TEST_P(DraftTest, GreedyIdsAreTheSameAsWithout) {
+  const Pair pair = GetParam();
+  const bool self = std::string(pair.model) == pair.draft;
+  const ModelConfig config = ModelConfig::from_dir(fixture(pair.model));
+  const ModelConfig draft_config = ModelConfig::from_dir(fixture(pair.draft));
+  const int64_t window = std::max(config.layers.front().window, draft_config.layers.front().window);
+  const auto prompts = test::quoting_prompts(config.vocab_size, 7);
+  GenerateOptions options;
+  options.max_tokens = 40;
+  options.ignore_eos = true;
+  options.logprobs = 2;
+  Engine plain(fixture(pair.model), std::make_unique<CpuBackend>(), draft_options(16, int64_t{64} << 20, 0, {}));
+  const std::vector<GenerateResult> want = run(plain, prompts, options);
+  const int64_t blocks[] = {3, 16, window + 8};
+  for (int k = 1; k <= 6; ++k) {
+    const int64_t block = blocks[(k - 1) % 3];
+    Engine engine(fixture(pair.model), std::make_unique<CpuBackend>(),
+                  draft_options(block, int64_t{64} << 20, k, fixture(pair.draft)));
+    const std::string what = fmt::format("{} drafted by {}, k {}, block {}", pair.model, pair.draft, k, block);
+    expect_same(run(engine, prompts, options), want, what);
+    const EngineStats s = engine.stats();
+    EXPECT_GT(s.spec_draft_steps, 0) << what;
+    EXPECT_GT(s.spec_verifies, 0) << what;
+    EXPECT_LE(s.spec_accepted_tokens, s.spec_draft_tokens);
+    EXPECT_EQ(s.generation_tokens, static_cast<int64_t>(prompts.size()) * options.max_tokens);
+    // The model drafting for itself agrees with itself but for rounding ties.
+    if (self) EXPECT_GE(s.spec_accepted_tokens * 10, s.spec_draft_tokens * 9) << what;
+    if (self && k == 4) {
+      std::printf("[ spec     ] %s drafting for itself, k 4: %ld of %ld drafted tokens accepted, %ld draft steps\n",
+                  pair.model, static_cast<long>(s.spec_accepted_tokens), static_cast<long>(s.spec_draft_tokens),
+                  static_cast<long>(s.spec_draft_steps));
+    }
+    expect_caches_empty(engine);
+  }
+}
+
+// An arena too small for every request at once: requests are preempted and recomputed between verify steps
+// (their draft caches given back and rebuilt); max_tokens cuts a run of accepted drafts; a request with
+// speculation turned off never drafts.
+TEST_P(DraftTest, PreemptionMaxTokensAndPerRequestOff) {
+  const Pair pair = GetParam();
+  const ModelConfig config = ModelConfig::from_dir(fixture(pair.model));
+  auto prompts = test::quoting_prompts(config.vocab_size, 13);
+  const auto more = test::quoting_prompts(config.vocab_size, 17);
+  prompts.insert(prompts.end(), more.begin(), more.end());
+  GenerateOptions options;
+  options.max_tokens = 37;
+  options.ignore_eos = true;
+  CpuBackend backend;
+  const Cohere2Model m = Cohere2Model::load(fixture(pair.model), backend);
+  const Cohere2Model d = Cohere2Model::load(fixture(pair.draft), backend);
+  // The model's share: about two of the longest requests (prompt and output at most 100 tokens).
+  const KvCacheManager probe(4, config.group_windows(), KvArenaSpec{}, false);
+  const int64_t model_bytes = 2 * probe.max_arena_blocks(100, 64) * m.kv_block_bytes(4, KvCacheDtype::kAuto);
+  const auto per_position = [](const Cohere2Model& x) {
+    return static_cast<double>(x.kv_block_bytes(4, KvCacheDtype::kAuto)) * static_cast<double>(x.config().groups.size());
+  };
+  const auto tight = static_cast<int64_t>(static_cast<double>(model_bytes) * (1 + per_position(d) / per_position(m)));
+  Engine plain(fixture(pair.model), std::make_unique<CpuBackend>(), draft_options(4, model_bytes, 0, {}));
+  const std::vector<GenerateResult> want = run(plain, prompts, options);
+  Engine engine(fixture(pair.model), std::make_unique<CpuBackend>(), draft_options(4, tight, 5, fixture(pair.draft)));
+  expect_same(run(engine, prompts, options), want, "preempted");
+  EXPECT_GT(engine.stats().num_preemptions, 0);
+  EXPECT_GT(engine.stats().spec_verifies, 0);
+  expect_caches_empty(engine);
+
+  GenerateOptions off = options;
+  off.speculative = false;
+  const EngineStats before = engine.stats();
+  expect_same(run(engine, prompts, off), want, "speculation off");
+  EXPECT_EQ(engine.stats().spec_verifies, before.spec_verifies);
+  EXPECT_EQ(engine.stats().spec_draft_steps, before.spec_draft_steps);
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, DraftTest,
+                         ::testing::Values(Pair{"cohere2-tiny", "cohere2-tiny"},
+                                           Pair{"cohere2-tiny", "cohere2-tiny-hd128"},
+                                           Pair{"cohere2-tiny-hd128", "cohere2-tiny"}),
+                         [](const ::testing::TestParamInfo<Pair>& info) {
+                           std::string name = std::string(info.param.model) + "_by_" + info.param.draft;
+                           for (char& c : name) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+                           return name;
+                         });
+
+// Sampled requests keep their draws: a drafted token is accepted exactly when the request's own draw at that
+// row picks it (the draft is a point mass on its greedy token), so ids equal those without speculation.
+// The demo model drafting for itself, on prompts that quote a passage; temperature, top-k / top-p,
+// penalties, two samples per prompt.
+TEST(DraftDemo, SampledIdsAreTheSameAsWithout) {
+  const std::filesystem::path dir = test::bundled_model("tide-demo");
+  const Tokenizer tokenizer = Tokenizer::from_dir(dir);
+  const std::string passage =
+      "The river rises in the hills above the town and runs through the old mill, where the water turns the "
+      "wheel before it reaches the sea. In winter the river floods the fields, and in summer the children swim "
+      "in it below the bridge.";
+  std::vector<std::vector<int32_t>> prompts;
+  for (size_t cut : {40, 120}) prompts.push_back(tokenizer.encode(passage + " Again: " + passage.substr(0, cut)));
+  GenerateOptions options;
+  options.max_tokens = 40;
+  options.ignore_eos = true;
+  options.n = 2;
+  options.sampling.temperature = 0.7;
+  options.sampling.top_k = 40;
+  options.sampling.top_p = 0.95;
+  options.sampling.repetition_penalty = 1.05;
+  options.sampling.presence_penalty = 0.3;
+  options.sampling.seed = 99;
+  options.logprobs = 1;
+  Engine plain(dir, std::make_unique<CpuBackend>(), draft_options(16, int64_t{64} << 20, 0, {}));
+  const std::vector<GenerateResult> want = run(plain, prompts, options);
+  Engine engine(dir, std::make_unique<CpuBackend>(), draft_options(16, int64_t{64} << 20, 4, dir));
+  expect_same(run(engine, prompts, options), want, "demo, sampled");
+  const EngineStats s = engine.stats();
+  std::printf("[ spec     ] demo model drafting for itself, sampled: %ld of %ld drafted tokens accepted\n",
+              static_cast<long>(s.spec_accepted_tokens), static_cast<long>(s.spec_draft_tokens));
+  EXPECT_GE(s.spec_accepted_tokens, 20);
+  expect_caches_empty(engine);
+}
+
+// A copy of fixture `name` in `to` whose config.json is edited by `edit`.
+void copy_fixture(const std::string& name, const std::filesystem::path& to,
+                  const std::function<void(nlohmann::json&)>& edit) {
+  std::filesystem::copy(fixture(name), to, std::filesystem::copy_options::recursive);
+  nlohmann::json config = nlohmann::json::parse(std::ifstream(to / "config.json"));
+  edit(config);
+  std::ofstream(to / "config.json") << config.dump(2);
+}
+
+// A draft shorter than the sequences stops drafting for them past its length without changing an id.
+TEST(DraftLimits, DraftShorterThanTheSequences) {
+  const test::TempDir tmp;
+  const std::filesystem::path short_draft = tmp.path() / "short";
+  copy_fixture("cohere2-tiny", short_draft, [](nlohmann::json& c) { c["max_position_embeddings"] = 60; });
+  const ModelConfig config = ModelConfig::from_dir(fixture("cohere2-tiny"));
+  const auto prompts = test::quoting_prompts(config.vocab_size, 31);  // 28 .. 40 tokens
+  GenerateOptions options;
+  options.max_tokens = 40;
+  options.ignore_eos = true;
+  Engine plain(fixture("cohere2-tiny"), std::make_unique<CpuBackend>(), draft_options(8, int64_t{64} << 20, 0, {}));
+  const std::vector<GenerateResult> want = run(plain, prompts, options);
+  Engine engine(fixture("cohere2-tiny"), std::make_unique<CpuBackend>(),
+                draft_options(8, int64_t{64} << 20, 4, short_draft));
+  expect_same(run(engine, prompts, options), want, "short draft");
+  const EngineStats s = engine.stats();
+  EXPECT_GT(s.spec_accepted_tokens, 0);
+  // Past 60 positions nobody drafts: fewer verifications than tokens generated after the prompts.
+  EXPECT_LT(s.spec_verifies, static_cast<int64_t>(prompts.size()) * options.max_tokens / 2);
+  expect_caches_empty(engine);
+}
+
+// The greedy continuation of `prompt` by the model of `dir` alone (the reference for what a draft must be).
+std::vector<int32_t> greedy(const std::filesystem::path& dir, std::span<const int32_t> prompt, int64_t tokens) {
+  EngineOptions o;
+  o.kv_cache_memory = int64_t{16} << 20;
+  Engine engine(dir, std::make_unique<CpuBackend>(), o);
+  GenerateOptions g;
+  g.max_tokens = tokens;
+  g.ignore_eos = true;
+  return engine.generate(prompt, g).ids;
+}
+
+// DraftProposer alone: its drafts are the draft model's own greedy continuations, after a first round and
+// after rounds whose drafts were partly accepted, partly refused, or whose step did not run; a draft cache
+// too small for every sequence drafts for some of them and no other; nothing stays in use afterwards.
+TEST(DraftProposer, DraftsAreTheDraftModelsGreedyContinuation) {
+  const std::filesystem::path model = fixture("cohere2-tiny"), draft = fixture("cohere2-tiny-hd128");
+  ModelExecutor executor(model, std::make_unique<CpuBackend>(), WeightLoadOptions{}, draft);
+  const ModelConfig& dc = executor.draft()->config();
+  const int64_t block = 4;
+  // Room for two sequences of up to 60 positions, four want it.
+  const KvCacheManager probe(block, dc.group_windows(), KvArenaSpec{}, false);
+  const auto blocks = static_cast<int32_t>(2 * probe.max_arena_blocks(60, 64));
+  executor.allocate_draft_kv(block, blocks, KvCacheDtype::kAuto);
+  KvCacheManager kv(block, dc.group_windows(), KvArenaSpec{blocks, 0}, true);
+  DraftProposer proposer(executor, kv, 256, 64);
+  std::vector<std::vector<int32_t>> seqs = test::quoting_prompts(dc.vocab_size, 41);
+  const int64_t k = 5;
+  std::vector<int32_t> got;
+  for (int round = 0; round < 4; ++round) {
+    std::vector<DraftRequest> requests;
+    for (size_t i = 0; i < seqs.size(); ++i) requests.push_back(DraftRequest{i + 1, seqs[i], k});
+    proposer.run(requests);
+    int drafted = 0;
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      // The draft's committed K/V are of the sequence's own tokens.
+      if (const SequenceKv* s = proposer.sequence(i + 1)) {
+        ASSERT_LT(s->tokens.size(), seqs[i].size());
+        EXPECT_TRUE(std::equal(s->tokens.begin(), s->tokens.end(), seqs[i].begin())) << "round " << round << ", sequence " << i;
+      }
+      proposer.take(i + 1, k, got);
+      if (got.empty()) continue;
+      ++drafted;
+      // All k drafts, or fewer where the draft cache had fewer blocks.
+      std::vector<int32_t> want = greedy(draft, seqs[i], k);
+      ASSERT_LE(got.size(), want.size());
+      want.resize(got.size());
+      ASSERT_EQ(got, want) << "round " << round << ", sequence " << i;
+      if (want.size() < 3) continue;
+      proposer.take(i + 1, 2, got);
+      EXPECT_EQ(got, std::vector<int32_t>(want.begin(), want.begin() + 2));
+      // The sequence grows by all drafts; by tokens that part from the drafts at the second (more than a
+      // verify step appends after a refused draft: only the agreeing prefix may be kept); or not at all (a
+      // step that did not run).
+      const auto other = [&](int32_t id) { return static_cast<int32_t>((id + 1) % dc.vocab_size); };
+      switch ((round + i) % 3) {
+        case 0: seqs[i].insert(seqs[i].end(), want.begin(), want.end()); break;
+        case 1: seqs[i].insert(seqs[i].end(), {want[0], other(want[1]), other(want[2])}); break;
+        default: break;
+      }
+    }
+    EXPECT_GE(drafted, 1) << "round " << round;
+    EXPECT_LT(drafted, 4) << "round " << round << ": the draft cache holds two sequences, not four";
+    kv.check_invariants(proposer.live_sequences());
+  }
+  proposer.release(1);
+  proposer.release_all();
+  EXPECT_EQ(kv.pool().stats().in_use_blocks, 0);
+  kv.check_invariants({});
+  EXPECT_GT(proposer.num_steps(), 4);
+}
+
+TEST(DraftLimits, DraftOfAnotherVocabularyIsRefused) {
+  try {
+    Engine engine(fixture("cohere2-tiny"), std::make_unique<CpuBackend>(),
+                  draft_options(16, int64_t{64} << 20, 4, test::bundled_model("tide-demo")));
+    FAIL() << "a draft with 4096 tokens was accepted for a model with 1024";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("vocabulary of 4096 tokens"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("1024"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(Engine(fixture("cohere2-tiny"), std::make_unique<CpuBackend>(),
+                      draft_options(16, int64_t{64} << 20, 4, "/nonexistent/draft")),
+               Error);
+}
+
+}  // namespace
+}  // namespace tide
