@@ -8,6 +8,30 @@
 
 namespace tide {
 
+void check_draft_sampling(const DraftSampling& d, int64_t num_rows, int64_t vocab) {
+  const auto j = static_cast<int64_t>(d.rows.size());
+  if (d.logits.dtype != DType::kF32 || d.logits.shape.ndim != 2 || d.logits.dim(0) != j || d.logits.dim(1) != vocab) {
+    fail("sample: draft logits must be [{}, {}] F32", j, vocab);
+  }
+  if (static_cast<int64_t>(d.ids.size()) != j) fail("sample: {} draft ids for {} draft rows", d.ids.size(), j);
+  if (static_cast<int64_t>(d.index.size()) != num_rows) fail("sample: draft index must hold {} entries, got {}", num_rows, d.index.size());
+  for (int64_t r = 0; r < num_rows; ++r) {
+    const int32_t i = d.index[static_cast<size_t>(r)];
+    if (i < -1 || i >= j) fail("sample: draft index[{}] = {} is not -1 or one of {} drafts", r, i, j);
+  }
+  for (int64_t i = 0; i < j; ++i) {
+    const SamplingRow& q = d.rows[static_cast<size_t>(i)];
+    check_sampling_row(q, {}, vocab);
+    if (q.temperature == 0) fail("sample: draft row {} has temperature 0 (a point mass is checked by equality)", i);
+    const int32_t id = d.ids[static_cast<size_t>(i)];
+    if (id < 0 || id >= vocab) fail("sample: draft id {} is out of range (vocabulary {})", id, vocab);
+  }
+}
+
+void Backend::sample_with_drafts(Tensor, Tensor, const SamplingBatch&, const DraftSampling&) {
+  fail("the {} backend has no speculative sampling against a draft's distribution", name());
+}
+
 void check_sampling_row(const SamplingRow& r, std::span<const HistoryToken> history, int64_t vocab) {
   // Temperature and repetition_penalty divide: their reciprocals must be finite too.
   if (!(r.temperature >= 0) || !std::isfinite(r.temperature) ||

@@ -124,6 +124,20 @@ struct SamplingBatch {
   std::span<const uint32_t> masks;          // [M * ceil(V / 32)]
 };
 
+// Speculative sampling against a draft model's distribution (Backend::sample_with_drafts): row r of the sample
+// op with index[r] = j >= 0 checks drafted token ids[j], drawn from q_j: the distribution of the draft's logits
+// row j under rows[j] (its temperature > 0, top-k, top-p and min-p as the sample op applies them; penalties
+// ignored), with (rows[j].seed, rows[j].counter) the stream of the acceptance draw.
+struct DraftSampling {
+  Tensor logits;                      // [J, V] f32, backend memory: the draft model's logits
+  std::span<const SamplingRow> rows;  // [J]
+  std::span<const int32_t> ids;       // [J]
+  std::span<const int32_t> index;     // [R]: -1 or a draft
+};
+
+// Throws tide::Error naming the field when `drafts` does not describe drafts for `num_rows` rows over `vocab`.
+void check_draft_sampling(const DraftSampling& drafts, int64_t num_rows, int64_t vocab);
+
 // Words of one allowed-token mask over `vocab` tokens.
 inline int64_t mask_words(int64_t vocab) { return (vocab + 31) / 32; }
 
@@ -320,6 +334,18 @@ class Backend {
   // weight 0 and is never drawn. Draws of a row depend only on its own (seed, counter), never on the other
   // rows of the batch.
   virtual void sample(Tensor out_ids, Tensor logits, const SamplingBatch& batch) = 0;
+  // sample() whose rows may check a drafted token against the draft's distribution q (speculative sampling,
+  // Leviathan et al. / Chen et al. 2023). A row without a draft is sample()'s. A row with one computes p, the
+  // kept weights sample() would draw from (steps -1 .. 5; temperature 0: all weight on the argmax), and q, the
+  // kept weights of the draft's row under its parameters (steps 3 .. 5), P = sum p, Q = sum q; then accepts the
+  // draft d when u < (p[d] / P) / (q[d] / Q), both quotients and their ratio in f64 and u = (the top 53 bits of
+  // philox(draft seed, draft counter)) * 2^-53, giving d; else it draws from the residual
+  // r[x] = max(0, p[x] * Q - q[x] * P) (exact 128-bit integers) with the row's own (seed, counter) as step 6
+  // does (x = floor(bits * R / 2^64) over R = sum r, in vocabulary order), or gives d when R is 0. The
+  // accepted-or-residual token is distributed as p whatever q is, provided d was drawn from q. Backends
+  // without it (supports_draft_sampling() false) throw.
+  virtual bool supports_draft_sampling() const { return false; }
+  virtual void sample_with_drafts(Tensor out_ids, Tensor logits, const SamplingBatch& batch, const DraftSampling& drafts);
 
   // Log-probabilities of the distribution in `logits` (log_softmax of each row, f32, the logits as given: call
   // it on the model's logits before sample() penalizes them in place): out_values[r][0] = logprob of

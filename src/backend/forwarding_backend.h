@@ -92,6 +92,10 @@ class ForwardingBackend : public Backend {
   void sample(Tensor out_ids, Tensor logits, const SamplingBatch& batch) override {
     inner_.sample(out_ids, logits, batch);
   }
+  bool supports_draft_sampling() const override { return inner_.supports_draft_sampling(); }
+  void sample_with_drafts(Tensor out_ids, Tensor logits, const SamplingBatch& batch, const DraftSampling& drafts) override {
+    inner_.sample_with_drafts(out_ids, logits, batch, drafts);
+  }
   void logprobs(Tensor out_values, Tensor out_ids, const Tensor& logits, const Tensor& chosen_ids, int n) override {
     inner_.logprobs(out_values, out_ids, logits, chosen_ids, n);
   }

@@ -178,4 +178,30 @@ TIDE_HD uint64_t top_p_need(float top_p, uint64_t total) {
   return need > total ? total : need;
 }
 
+// --- speculative sampling against a draft's distribution (Backend::sample_with_drafts) ---
+
+// Whether drafted token d is accepted: u < (p_d / p_total) / (q_d / q_total), with u the top 53 bits of `bits`
+// times 2^-53 and each quotient one IEEE f64 division (the same bits on both backends). A draft q gives no
+// weight (it could not have drawn d) is accepted exactly when p gives it some.
+TIDE_HD bool accept_draft(uint64_t p_d, uint64_t p_total, uint64_t q_d, uint64_t q_total, uint64_t bits) {
+  if (q_d == 0) return p_d > 0;
+  const double ratio = (static_cast<double>(p_d) / static_cast<double>(p_total)) /
+                       (static_cast<double>(q_d) / static_cast<double>(q_total));
+  const double u = static_cast<double>(bits >> 11) * 0x1p-53;
+  return u < ratio;
+}
+
+// The residual weight of a token after a refused draft: max(0, p * q_total - q * p_total), exact (< 2^104).
+TIDE_HD unsigned __int128 residual_weight(uint64_t p, uint64_t p_total, uint64_t q, uint64_t q_total) {
+  const unsigned __int128 a = static_cast<unsigned __int128>(p) * q_total;
+  const unsigned __int128 b = static_cast<unsigned __int128>(q) * p_total;
+  return a > b ? a - b : 0;
+}
+
+// floor(bits * total / 2^64) for a 128-bit total: a uniform integer in [0, total), exact.
+TIDE_HD unsigned __int128 scale_to_128(uint64_t bits, unsigned __int128 total) {
+  const auto hi = static_cast<uint64_t>(total >> 64), lo = static_cast<uint64_t>(total);
+  return static_cast<unsigned __int128>(bits) * hi + scale_to(bits, lo);
+}
+
 }  // namespace tide::sampling

@@ -63,10 +63,25 @@ const SequenceKv* DraftProposer::sequence(RequestId id) const {
   return it == seqs_.end() ? nullptr : &it->second.kv;
 }
 
-std::vector<int32_t> DraftProposer::step(const ForwardBatch& batch) {
+int32_t DraftProposer::logits_row(RequestId id, int64_t i) const {
+  const auto it = seqs_.find(id);
+  if (it == seqs_.end() || i < 0 || i >= static_cast<int64_t>(it->second.logits_rows.size())) return -1;
+  return it->second.logits_rows[static_cast<size_t>(i)];
+}
+
+std::vector<int32_t> DraftProposer::step(const ForwardBatch& batch, std::span<const SamplingRow> rows) {
   ++num_steps_;
   num_tokens_ += static_cast<int64_t>(batch.token_ids.size());
-  return executor_.draft_step(batch);
+  // The logits go to logits_ when some row draws at a temperature (the sample op checks them later).
+  bool keep = false;
+  for (const SamplingRow& r : rows) keep = keep || r.temperature > 0;
+  const auto n = static_cast<int64_t>(rows.size());
+  Tensor kept;
+  if (keep) {
+    kept = logits_.slice_rows(logits_used_, logits_used_ + n);
+    logits_used_ += n;
+  }
+  return executor_.draft_step(batch, rows, kept);
 }
 
 void DraftProposer::run(std::span<const DraftRequest> requests) {
@@ -78,13 +93,17 @@ void DraftProposer::run(std::span<const DraftRequest> requests) {
       it = seqs_.erase(it);
     } else {
       it->second.draft.clear();
+      it->second.logits_rows.clear();
       ++it;
     }
   }
+  logits_ = Tensor{};
+  logits_used_ = 0;
 
   // What each sequence computes: positions start .. n - 1 to catch up (the newest id included), then drafted
   // tokens d_1 .. d_{drafts - 1} at n .. n + drafts - 2 (d_drafts is sampled, never computed).
   struct Entry {
+    const DraftRequest* request;
     Sequence* seq;
     int64_t start;   // the draft's computed positions before this round
     int64_t catch_up;
@@ -125,31 +144,68 @@ void DraftProposer::run(std::span<const DraftRequest> requests) {
     s.pending.assign(r.tokens.begin() + start, r.tokens.begin() + start + catch_up);
     budget -= catch_up;
     most_drafts = std::max(most_drafts, drafts);
-    entries.push_back(Entry{&s, start, catch_up, n, drafts});
+    entries.push_back(Entry{&r, &s, start, catch_up, n, drafts});
   }
   TIDE_CHECK(kv_.take_copies().empty());
   if (entries.empty()) return;
+  // Draws at a temperature keep their logits: a row per draft of such a sequence, in the steps' row order.
+  int64_t kept_rows = 0;
+  for (int64_t j = 0; j < most_drafts; ++j) {
+    int64_t rows = 0;
+    bool keep = false;
+    for (const Entry& e : entries) {
+      if (e.drafts > j) {
+        ++rows;
+        keep = keep || e.request->row.temperature > 0;
+      }
+    }
+    kept_rows += keep ? rows : 0;
+  }
+  if (kept_rows > 0) {
+    logits_ = executor_.backend().alloc_uninitialized(DType::kF32, Shape{kept_rows, executor_.draft()->config().vocab_size});
+  }
+  // The sampling row of draft j of `e`, and where its logits go.
+  const auto draw = [&](const Entry& e, int64_t j) {
+    SamplingRow row = e.request->row;
+    row.counter += static_cast<uint64_t>(j);
+    rows_.push_back(row);
+  };
+  const auto record = [&](const Entry& e, int32_t id, int64_t row) {
+    e.seq->draft.push_back(id);
+    if (e.request->row.temperature > 0) e.seq->logits_rows.push_back(static_cast<int32_t>(row));
+  };
 
   try {
     ForwardBatch batch;
+    rows_.clear();
     for (const Entry& e : entries) {
       const auto offset = static_cast<int32_t>(batch.token_ids.size());
       batch.token_ids.insert(batch.token_ids.end(), e.seq->pending.begin(), e.seq->pending.end());
       ForwardSequence fs{e.start, e.catch_up, {}};
       for (const std::vector<int32_t>& table : e.seq->kv.block_tables) fs.block_tables.emplace_back(table);
       batch.seqs.push_back(std::move(fs));
-      if (e.drafts > 0) batch.logit_indices.push_back(offset + static_cast<int32_t>(e.catch_up - 1));
+      if (e.drafts > 0) {
+        batch.logit_indices.push_back(offset + static_cast<int32_t>(e.catch_up - 1));
+        draw(e, 0);
+      }
     }
     // A step of catching up alone still computes one row (its id is not used).
-    const bool any = !batch.logit_indices.empty();
-    if (!any) batch.logit_indices.push_back(static_cast<int32_t>(batch.token_ids.size() - 1));
-    std::vector<int32_t> ids = step(batch);
+    if (batch.logit_indices.empty()) {
+      batch.logit_indices.push_back(static_cast<int32_t>(batch.token_ids.size() - 1));
+      rows_.emplace_back();
+    }
+    int64_t first = logits_used_;
+    std::vector<int32_t> ids = step(batch, rows_);
     size_t row = 0;
     for (const Entry& e : entries) {
-      if (e.drafts > 0) e.seq->draft.push_back(ids[row++]);
+      if (e.drafts > 0) {
+        record(e, ids[row], first + static_cast<int64_t>(row));
+        ++row;
+      }
     }
     for (int64_t j = 1; j < most_drafts; ++j) {
       batch = ForwardBatch{};
+      rows_.clear();
       for (const Entry& e : entries) {
         if (e.drafts <= j) continue;
         const int32_t token = e.seq->draft[static_cast<size_t>(j - 1)];
@@ -159,13 +215,19 @@ void DraftProposer::run(std::span<const DraftRequest> requests) {
         for (const std::vector<int32_t>& table : e.seq->kv.block_tables) fs.block_tables.emplace_back(table);
         batch.seqs.push_back(std::move(fs));
         e.seq->pending.push_back(token);
+        draw(e, j);
       }
-      ids = step(batch);
+      first = logits_used_;
+      ids = step(batch, rows_);
       row = 0;
       for (const Entry& e : entries) {
-        if (e.drafts > j) e.seq->draft.push_back(ids[row++]);
+        if (e.drafts > j) {
+          record(e, ids[row], first + static_cast<int64_t>(row));
+          ++row;
+        }
       }
     }
+    TIDE_CHECK(logits_used_ == kept_rows);
   } catch (...) {
     release_all();
     throw;

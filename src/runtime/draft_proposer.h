@@ -28,6 +28,9 @@ struct DraftRequest {
   RequestId id = 0;
   std::span<const int32_t> tokens;  // the prompt and the ids generated so far (the newest not yet computed)
   int64_t max_drafts = 0;           // tokens worth drafting (>= 1)
+  // How draft i is drawn: temperature 0, the draft's argmax; else from the draft's distribution under the
+  // row's temperature and filters (no penalties), with (row.seed, row.counter + i).
+  SamplingRow row;
 };
 
 class DraftProposer {
@@ -45,6 +48,11 @@ class DraftProposer {
   void run(std::span<const DraftRequest> requests);
   // The draft run() made for `id`, at most `max_tokens` of it, into `draft` (left empty when there is none).
   void take(RequestId id, int64_t max_tokens, std::vector<int32_t>& draft) const;
+  // For a request whose drafts were drawn at a temperature: the row of logits() holding the draft's logits at
+  // draft i (-1 when its drafts are the argmax, or it has no draft i).
+  int32_t logits_row(RequestId id, int64_t i) const;
+  // The draft's logits of this round's drafted positions, [rows, vocab] f32 (empty when every draft was greedy).
+  const Tensor& logits() const { return logits_; }
   // Gives request `id`'s draft blocks back (it finished); nothing when it has none.
   void release(RequestId id);
   // Gives every request's draft blocks back (the engine's requests start over).
@@ -67,11 +75,12 @@ class DraftProposer {
     // the draft caught up on, then the drafted tokens it computed (all but the last drafted).
     std::vector<int32_t> pending;
     std::vector<int32_t> draft;  // this round's drafted tokens
+    std::vector<int32_t> logits_rows;  // their rows in logits_ (drawn at a temperature only)
   };
   // Commits the pending tokens that `tokens` confirms (a common prefix), gives back the blocks of the rest.
   void sync(Sequence& s, std::span<const int32_t> tokens);
   void drop(Sequence& s);
-  std::vector<int32_t> step(const ForwardBatch& batch);
+  std::vector<int32_t> step(const ForwardBatch& batch, std::span<const SamplingRow> rows);
 
   ModelExecutor& executor_;
   KvCacheManager& kv_;
@@ -79,6 +88,9 @@ class DraftProposer {
   int64_t max_chunk_;
   int64_t max_positions_;  // the draft's maximum length
   std::unordered_map<RequestId, Sequence> seqs_;
+  Tensor logits_;                  // this round's draft logits, when some draft was drawn at a temperature
+  int64_t logits_used_ = 0;        // rows of logits_ filled so far this round
+  std::vector<SamplingRow> rows_;  // a draft step's sampling rows
   int64_t num_steps_ = 0;
   int64_t num_tokens_ = 0;
 };

@@ -55,6 +55,7 @@ class Engine::Loop {
     if (engine.draft_kv_manager_) {
       drafts_.emplace(engine.executor_, *engine.draft_kv_manager_, engine.options_.max_num_batched_tokens,
                       engine.options_.max_prefill_chunk);
+      sampled_drafts_ = engine.executor_.backend().supports_draft_sampling();
     }
     reset_scheduler();
   }
@@ -225,9 +226,10 @@ class Engine::Loop {
         const SamplingBatch sampling = outputs_.sampling_batch(step, *scheduler_, top_logprobs);
         refused = refused_rows(step, sampling);
         if (!refused.empty()) throw RefusedRows{};
+        const bool drafts = drafts_ && drafts_->logits().data != nullptr && draft_sampling(step);
         // Constrained rows' masks are computed while the device runs the forward pass.
-        LaunchedStep launched =
-            engine_.executor_.launch(step, sampling, top_logprobs, [&] { outputs_.fill_masks(step); });
+        LaunchedStep launched = engine_.executor_.launch(step, sampling, top_logprobs, [&] { outputs_.fill_masks(step); },
+                                                         drafts ? &draft_sampling_ : nullptr);
         const Clock::time_point overlapping = Clock::now();
         flush_previous(out);
         const Clock::time_point delivering = Clock::now();
@@ -284,7 +286,9 @@ class Engine::Loop {
     for (const Request* r : scheduler_->running_requests()) {
       if (!r->is_decoding() || !outputs_.speculates(r->id)) continue;
       const int64_t room = std::min(k, r->params.max_tokens - r->num_output_tokens() - 1);
-      if (room > 0) requests.push_back(DraftRequest{r->id, r->token_ids, room});
+      if (room <= 0) continue;
+      const auto outputs = static_cast<uint64_t>(r->num_output_tokens());
+      requests.push_back(DraftRequest{r->id, r->token_ids, room, outputs_.draft_row(r->id, outputs, false, sampled_drafts_)});
     }
     try {
       drafts_->run(requests);
@@ -294,6 +298,35 @@ class Engine::Loop {
                kStepsWithoutDrafts);
     }
     engine_.stats_.draft_seconds += seconds_since(drafting);
+  }
+
+  // The rows of `step` that check a draft drawn from the draft model's distribution (at a temperature), into
+  // draft_sampling_; false when none does. Row i of a verify step checks draft i, drawn at the request's draw
+  // i; its acceptance draw has the same counter in the acceptance stream.
+  bool draft_sampling(const ScheduledStep& step) {
+    const Tensor& logits = drafts_->logits();
+    const auto num = static_cast<size_t>(logits.dim(0));
+    // Rows of the draft's logits no row checks keep valid placeholders.
+    draft_rows_.assign(num, SamplingRow{1.0f, 0, 1.0f, 0.0f, 1.0f, 0.0f, 0.0f, 0, 0});
+    draft_ids_.assign(num, 0);
+    draft_index_.assign(step.sample_ids.size(), -1);
+    bool any = false;
+    int64_t i = 0;
+    for (size_t row = 0; row < step.sample_ids.size(); ++row) {
+      const RequestId id = step.sample_ids[row];
+      i = row > 0 && step.sample_ids[row - 1] == id ? i + 1 : 0;
+      const Request& r = *scheduler_->find(id);
+      if (i >= static_cast<int64_t>(r.draft.size())) continue;
+      const int32_t j = drafts_->logits_row(id, i);
+      if (j < 0) continue;
+      const auto counter = static_cast<uint64_t>(r.num_output_tokens() + i);
+      draft_rows_[static_cast<size_t>(j)] = outputs_.draft_row(id, counter, true, true);
+      draft_ids_[static_cast<size_t>(j)] = r.draft[static_cast<size_t>(i)];
+      draft_index_[row] = j;
+      any = true;
+    }
+    draft_sampling_ = DraftSampling{logits, draft_rows_, draft_ids_, draft_index_};
+    return any;
   }
 
   // The previous step's results (text, stop strings, logprobs, prompt logits) and the final deltas of the
@@ -447,6 +480,13 @@ class Engine::Loop {
   OutputProcessor outputs_;
   std::optional<DraftProposer> drafts_;  // speculative decoding with a draft model
   int64_t steps_without_drafts_ = 0;
+  // Whether sampled requests' drafts are drawn from the draft's distribution and checked against it (the
+  // backend's sample_with_drafts); else every draft is the draft's argmax, checked by equality.
+  bool sampled_drafts_ = false;
+  DraftSampling draft_sampling_;  // the step's, over the buffers below
+  std::vector<SamplingRow> draft_rows_;
+  std::vector<int32_t> draft_ids_;
+  std::vector<int32_t> draft_index_;
   std::unique_ptr<Scheduler> scheduler_;
   std::optional<Processed> previous_;
   int64_t idle_steps_ = 0;

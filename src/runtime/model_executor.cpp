@@ -29,14 +29,14 @@ void ModelExecutor::allocate_draft_kv(int64_t block_size, int32_t num_blocks, Kv
   }
 }
 
-std::vector<int32_t> ModelExecutor::draft_step(const ForwardBatch& batch) {
-  TIDE_CHECK(draft_ != nullptr && !batch.logit_indices.empty());
+std::vector<int32_t> ModelExecutor::draft_step(const ForwardBatch& batch, std::span<const SamplingRow> rows, Tensor keep) {
+  TIDE_CHECK(draft_ != nullptr && !batch.logit_indices.empty() && rows.size() == batch.logit_indices.size());
   const Tensor logits = draft_->forward(batch, draft_kv_);
-  const auto rows = static_cast<int64_t>(batch.logit_indices.size());
-  draft_rows_.assign(static_cast<size_t>(rows), SamplingRow{});  // temperature 0: the argmax
-  Tensor ids = backend_->alloc_uninitialized(DType::kI32, Shape{rows});
-  backend_->sample(ids, logits, SamplingBatch{draft_rows_, {}, {}, {}, {}});
-  std::vector<int32_t> out(static_cast<size_t>(rows));
+  if (keep.data != nullptr) backend_->copy(keep, logits);
+  const auto num_rows = static_cast<int64_t>(rows.size());
+  Tensor ids = backend_->alloc_uninitialized(DType::kI32, Shape{num_rows});
+  backend_->sample(ids, logits, SamplingBatch{rows, {}, {}, {}, {}});
+  std::vector<int32_t> out(static_cast<size_t>(num_rows));
   backend_->download(ids, out.data());
   return out;
 }
@@ -64,7 +64,7 @@ void ModelExecutor::copy_blocks(std::span<const BlockCopy> copies) {
 }
 
 LaunchedStep ModelExecutor::launch(const ScheduledStep& step, const SamplingBatch& sampling, int top_logprobs,
-                                   const std::function<void()>& before_sample) {
+                                   const std::function<void()>& before_sample, const DraftSampling* drafts) {
   TIDE_CHECK(!step.empty());
   LaunchedStep out;
   const Tensor logits = model_.forward(step.batch, kv_);
@@ -90,7 +90,11 @@ LaunchedStep ModelExecutor::launch(const ScheduledStep& step, const SamplingBatc
     raw = backend_->alloc_uninitialized(sample_logits.dtype, sample_logits.shape);
     backend_->copy(raw, sample_logits);
   }
-  backend_->sample(out.ids, sample_logits, sampling);
+  if (drafts != nullptr) {
+    backend_->sample_with_drafts(out.ids, sample_logits, sampling, *drafts);
+  } else {
+    backend_->sample(out.ids, sample_logits, sampling);
+  }
   if (top_logprobs < 0) return out;
   out.top_logprobs = top_logprobs;
   out.values = backend_->alloc_uninitialized(DType::kF32, Shape{num_sampled, 1 + top_logprobs});

@@ -58,9 +58,10 @@ class ModelExecutor {
   void allocate_kv(int64_t block_size, const KvArenaSpec& arena, KvCacheDtype dtype);
   // Allocates the draft model's KV storage: `num_blocks` blocks of its own (no host tier).
   void allocate_draft_kv(int64_t block_size, int32_t num_blocks, KvCacheDtype dtype);
-  // One step of the draft model over `batch` (its K/V written into the draft's storage) and the greedy id of
-  // each of its logit rows, on the host. Throws as execute does.
-  std::vector<int32_t> draft_step(const ForwardBatch& batch);
+  // One step of the draft model over `batch` (its K/V written into the draft's storage) and the id the sample
+  // op draws from each of its logit rows with `rows` (temperature 0: the argmax), on the host; the logits are
+  // copied into `keep` first when it is not empty ([rows, vocab] f32). Throws as execute does.
+  std::vector<int32_t> draft_step(const ForwardBatch& batch, std::span<const SamplingRow> rows, Tensor keep = {});
   // Runs block copies between the arena and its host tier, in order.
   void copy_blocks(std::span<const BlockCopy> copies);
   // Runs `step` (not empty; its copies ran before, copy_blocks): the forward pass, the sample op over its rows
@@ -76,8 +77,10 @@ class ModelExecutor {
   // between, while the device computes. Launch throws as execute does; collect only on a device fault.
   // `before_sample` runs once the forward pass is queued and before the sample op reads `sampling`: it may
   // finish writing what `sampling`'s views show (the allowed-token masks) while the device computes.
+  // `drafts`, when given, are drafted tokens the rows check against the draft's distribution
+  // (Backend::sample_with_drafts).
   LaunchedStep launch(const ScheduledStep& step, const SamplingBatch& sampling, int top_logprobs,
-                      const std::function<void()>& before_sample = {});
+                      const std::function<void()>& before_sample = {}, const DraftSampling* drafts = nullptr);
   StepOutputs collect(LaunchedStep launched);
 
  private:
@@ -87,7 +90,6 @@ class ModelExecutor {
   Tensor host_kv_;             // the host tier: [host blocks, block bytes], host memory
   std::unique_ptr<Cohere2Model> draft_;  // speculative decoding's draft model, or null
   std::vector<KvStorage> draft_kv_;      // its KV storage, one view per layer group
-  std::vector<SamplingRow> draft_rows_;  // greedy rows of draft_step's sample op
 };
 
 }  // namespace tide

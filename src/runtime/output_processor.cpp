@@ -59,6 +59,20 @@ bool OutputProcessor::speculates(RequestId id) const {
   return it != samples_.end() && it->second.speculates;
 }
 
+SamplingRow OutputProcessor::draft_row(RequestId id, uint64_t counter, bool acceptance, bool sampled) const {
+  const Sample& s = samples_.at(id);
+  const SamplingParams& o = s.live->options.sampling;
+  // Streams of the sample's seed that its own draws (seed, counter) never meet.
+  constexpr uint64_t kDraftDraws = 0x243F6A8885A308D3ull, kAcceptanceDraws = 0x13198A2E03707344ull;
+  const uint64_t seed = s.seed ^ (acceptance ? kAcceptanceDraws : kDraftDraws);
+  if (!sampled || o.temperature == 0) return SamplingRow{0.0f, 0, 1.0f, 0.0f, 1.0f, 0.0f, 0.0f, seed, counter};
+  SamplingRow row = o.row(seed, counter);
+  row.repetition_penalty = 1.0f;
+  row.presence_penalty = 0.0f;
+  row.frequency_penalty = 0.0f;
+  return row;
+}
+
 void OutputProcessor::propose(RequestId id, int64_t max_tokens, std::vector<int32_t>& draft) const {
   const auto it = samples_.find(id);
   if (it == samples_.end() || !it->second.ngram) return;

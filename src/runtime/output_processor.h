@@ -60,6 +60,11 @@ class OutputProcessor {
   // Whether sample `id` speculates: the engine does, and the sample has no constraint or thinking budget (its
   // rows depend on state the drafts would have to advance) and did not turn speculation off.
   bool speculates(RequestId id) const;
+  // Speculative decoding with a draft model: the row of sample `id`'s draft distribution q at draw `counter`
+  // (its temperature, top-k, top-p and min-p; no penalties), in one of two streams of its own, independent of
+  // the sample's: the draft's draw of the token, or the acceptance draw that checks it
+  // (Backend::sample_with_drafts). Temperature 0 (a greedy sample, or `sampled` false): the draft's argmax.
+  SamplingRow draft_row(RequestId id, uint64_t counter, bool acceptance, bool sampled) const;
   // Scheduler::Proposer for sample `id` with prompt lookup: up to `max_tokens` tokens drafted over its prompt
   // and output so far (none when it does not speculate).
   void propose(RequestId id, int64_t max_tokens, std::vector<int32_t>& draft) const;

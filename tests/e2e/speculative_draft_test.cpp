@@ -6,13 +6,16 @@
 // differs is refused.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
+#include <map>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
 
 #include "../test_util.h"
 #include "backend/cpu/cpu_backend.h"
+#include "backend/forwarding_backend.h"
 #include "runtime/draft_proposer.h"
 #include "runtime/engine.h"
 #include "tokenizer/tokenizer.h"
@@ -157,11 +160,22 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, DraftTest,
                            return name;
                          });
 
-// Sampled requests keep their draws: a drafted token is accepted exactly when the request's own draw at that
-// row picks it (the draft is a point mass on its greedy token), so ids equal those without speculation.
-// The demo model drafting for itself, on prompts that quote a passage; temperature, top-k / top-p,
-// penalties, two samples per prompt.
-TEST(DraftDemo, SampledIdsAreTheSameAsWithout) {
+// The CPU backend without speculative sampling against the draft's distribution: the engine then drafts the
+// draft's argmax for sampled requests too.
+struct CpuHolder {
+  CpuBackend cpu;
+};
+class PointMassDrafts : private CpuHolder, public ForwardingBackend {
+ public:
+  PointMassDrafts() : ForwardingBackend(cpu) {}
+  bool supports_draft_sampling() const override { return false; }
+};
+
+// Sampled requests on the demo model drafting for itself, on prompts that quote a passage (temperature,
+// top-k / top-p, penalties, two samples per prompt). Drafts that are the draft's argmax keep every draw, so
+// ids equal those without speculation; drafts drawn from the draft's distribution and checked against it
+// (the CPU backend's default) are accepted more often.
+TEST(DraftDemo, SampledRequestsPointMassAndDistributionDrafts) {
   const std::filesystem::path dir = test::bundled_model("tide-demo");
   const Tokenizer tokenizer = Tokenizer::from_dir(dir);
   const std::string passage =
@@ -183,13 +197,123 @@ TEST(DraftDemo, SampledIdsAreTheSameAsWithout) {
   options.logprobs = 1;
   Engine plain(dir, std::make_unique<CpuBackend>(), draft_options(16, int64_t{64} << 20, 0, {}));
   const std::vector<GenerateResult> want = run(plain, prompts, options);
+  Engine point_mass(dir, std::make_unique<PointMassDrafts>(), draft_options(16, int64_t{64} << 20, 4, dir));
+  expect_same(run(point_mass, prompts, options), want, "demo, sampled, point-mass drafts");
+  const EngineStats a = point_mass.stats();
+  expect_caches_empty(point_mass);
   Engine engine(dir, std::make_unique<CpuBackend>(), draft_options(16, int64_t{64} << 20, 4, dir));
-  expect_same(run(engine, prompts, options), want, "demo, sampled");
-  const EngineStats s = engine.stats();
-  std::printf("[ spec     ] demo model drafting for itself, sampled: %ld of %ld drafted tokens accepted\n",
-              static_cast<long>(s.spec_accepted_tokens), static_cast<long>(s.spec_draft_tokens));
-  EXPECT_GE(s.spec_accepted_tokens, 20);
+  const std::vector<GenerateResult> got = run(engine, prompts, options);
+  const EngineStats b = engine.stats();
+  std::printf("[ spec     ] demo model drafting for itself, sampled: argmax drafts %ld of %ld accepted, drafts from "
+              "its distribution %ld of %ld\n", static_cast<long>(a.spec_accepted_tokens),
+              static_cast<long>(a.spec_draft_tokens), static_cast<long>(b.spec_accepted_tokens),
+              static_cast<long>(b.spec_draft_tokens));
+  EXPECT_GE(a.spec_accepted_tokens, 20);
+  EXPECT_GT(static_cast<double>(b.spec_accepted_tokens) / static_cast<double>(b.spec_draft_tokens),
+            static_cast<double>(a.spec_accepted_tokens) / static_cast<double>(a.spec_draft_tokens));
+  for (const GenerateResult& r : got) {
+    for (const SampleResult& sample : r.samples) EXPECT_EQ(sample.ids.size(), 40u);
+  }
   expect_caches_empty(engine);
+}
+
+// The upper tail of the chi-square distribution with `df` degrees of freedom at z standard deviations
+// (Wilson-Hilferty).
+double chi_square_bound(int df, double z) {
+  const double a = 2.0 / (9.0 * df);
+  return df * std::pow(1 - a + z * std::sqrt(a), 3);
+}
+
+// Sampling keeps the distribution: the tokens at output positions 1 .. 3 (the ones verify steps decide) over
+// many seeds, with drafts drawn from the draft's distribution q and checked against the model's p, against
+// the same without speculation: a two-sample chi-square test per position. The demo model drafts for itself,
+// but p carries penalties q does not (the draft's rows have none): the prompt quotes a passage the draft
+// continues while a strong repetition penalty steers p away from it, so many drafts are refused and residuals
+// drawn (accepting every draft fails the test); temperature with top-k and a presence penalty; a higher
+// temperature with top-p, min-p, a frequency penalty and a logit bias against the quoted words (which the
+// draft does not see either). Fixed seeds: the counts are deterministic.
+TEST(DraftDistribution, NextTokenFrequenciesMatchWithoutSpeculation) {
+  const std::filesystem::path dir = test::bundled_model("tide-demo");
+  const std::vector<int32_t> prompt = Tokenizer::from_dir(dir).encode(
+      "The river rises in the hills above the town and runs through the old mill. Again: The river rises in the");
+  struct Params {
+    const char* name;
+    double temperature, top_p, min_p, repetition, presence, frequency;
+    int64_t top_k;
+    float bias;  // on the tokens of " hills above the town"
+  };
+  const Params cases[] = {{"temperature 0.9, top-k 20, repetition 2, presence 0.6", 0.9, 1.0, 0.0, 2.0, 0.6, 0.0, 20, 0},
+                          {"temperature 1.3, top-p 0.9, min-p 0.05, frequency 0.5, logit_bias -2", 1.3, 0.9, 0.05, 1.0,
+                           0.0, 0.5, 0, -2.0f}};
+  const std::vector<int32_t> biased = Tokenizer::from_dir(dir).encode(" hills above the town", false);
+  const int samples = 1000;
+  Engine plain(dir, std::make_unique<CpuBackend>(), draft_options(16, int64_t{64} << 20, 0, {}));
+  Engine drafted(dir, std::make_unique<CpuBackend>(), draft_options(16, int64_t{64} << 20, 3, dir));
+  for (const Params& c : cases) {
+    std::vector<BatchRequest> batch;
+    for (int i = 0; i < samples; ++i) {
+      GenerateOptions o;
+      o.max_tokens = 4;
+      o.ignore_eos = true;
+      o.sampling.temperature = c.temperature;
+      o.sampling.top_k = c.top_k;
+      o.sampling.top_p = c.top_p;
+      o.sampling.min_p = c.min_p;
+      o.sampling.repetition_penalty = c.repetition;
+      o.sampling.presence_penalty = c.presence;
+      o.sampling.frequency_penalty = c.frequency;
+      if (c.bias != 0) {
+        for (int32_t id : biased) o.sampling.logit_bias.emplace_back(id, c.bias);
+      }
+      o.sampling.seed = 1000 + static_cast<uint64_t>(i);
+      batch.push_back(BatchRequest{prompt, o});
+    }
+    const EngineStats before = drafted.stats();
+    // In groups small enough for one draft step to catch every new sequence up (each speculates from its
+    // second token on).
+    std::vector<GenerateResult> a, b;
+    for (size_t first = 0; first < batch.size(); first += 50) {
+      const std::span<const BatchRequest> group = std::span(batch).subspan(first, std::min<size_t>(50, batch.size() - first));
+      for (GenerateResult& r : plain.generate_batch(group)) a.push_back(std::move(r));
+      for (GenerateResult& r : drafted.generate_batch(group)) b.push_back(std::move(r));
+    }
+    const EngineStats after = drafted.stats();
+    const int64_t verified = after.spec_draft_tokens - before.spec_draft_tokens;
+    const int64_t accepted = after.spec_accepted_tokens - before.spec_accepted_tokens;
+    EXPECT_GE(verified, 2 * samples) << c.name;  // two drafts from the second token on, at least
+    EXPECT_GT(accepted, 0) << c.name;
+    EXPECT_LT(accepted, verified) << c.name << ": no draft refused, no residual drawn";
+    for (size_t pos = 1; pos < 4; ++pos) {
+      std::map<int32_t, std::pair<int, int>> counts;
+      for (int i = 0; i < samples; ++i) {
+        ++counts[a[static_cast<size_t>(i)].ids[pos]].first;
+        ++counts[b[static_cast<size_t>(i)].ids[pos]].second;
+      }
+      // Categories of at least 10 draws in all, the rest lumped together.
+      double stat = 0;
+      int categories = 0, rest_a = 0, rest_b = 0;
+      for (const auto& [id, n] : counts) {
+        if (n.first + n.second >= 10) {
+          stat += std::pow(n.first - n.second, 2) / (n.first + n.second);
+          ++categories;
+        } else {
+          rest_a += n.first;
+          rest_b += n.second;
+        }
+      }
+      if (rest_a + rest_b > 0) {
+        stat += std::pow(rest_a - rest_b, 2) / (rest_a + rest_b);
+        ++categories;
+      }
+      ASSERT_GE(categories, 3) << c.name;
+      const double bound = chi_square_bound(categories - 1, 3.7);  // p ~ 1e-4
+      std::printf("[ spec     ] %s, position %zu: chi-square %.1f over %d categories (bound %.1f), %ld of %ld "
+                  "drafts accepted\n", c.name, pos, stat, categories, bound, static_cast<long>(accepted),
+                  static_cast<long>(verified));
+      EXPECT_LT(stat, bound) << c.name << ", position " << pos;
+    }
+  }
+  expect_caches_empty(drafted);
 }
 
 // A copy of fixture `name` in `to` whose config.json is edited by `edit`.

@@ -42,6 +42,8 @@ class CpuBackend final : public Backend {
   void matmul_fp8(Tensor out, const Tensor& x8, const Tensor& x_scales, const Tensor& w8, const Tensor& w_scales,
                   float alpha) override;
   void sample(Tensor out_ids, Tensor logits, const SamplingBatch& batch) override;
+  bool supports_draft_sampling() const override { return true; }
+  void sample_with_drafts(Tensor out_ids, Tensor logits, const SamplingBatch& batch, const DraftSampling& drafts) override;
   void logprobs(Tensor out_values, Tensor out_ids, const Tensor& logits, const Tensor& chosen_ids, int n) override;
   void copy_blocks(KvStorage& device, Tensor& host, std::span<const BlockCopy> copies) override;
 };
