@@ -140,4 +140,14 @@ inline std::vector<std::vector<int32_t>> quoting_prompts(int64_t vocab, uint32_t
   return prompts;
 }
 
+// Text for the bundled demo model that quotes a passage and starts quoting it again: the passage, " Again: "
+// and its first `cut` characters (its continuation copies spans of the prompt, so drafts get accepted).
+inline std::string quoted_passage(size_t cut) {
+  const std::string passage =
+      "The river rises in the hills above the town and runs through the old mill, where the water turns the "
+      "wheel before it reaches the sea. In winter the river floods the fields, and in summer the children swim "
+      "in it below the bridge.";
+  return passage + " Again: " + passage.substr(0, cut);
+}
+
 }  // namespace tide::test

@@ -63,21 +63,41 @@ const SequenceKv* DraftProposer::sequence(RequestId id) const {
   return it == seqs_.end() ? nullptr : &it->second.kv;
 }
 
-int32_t DraftProposer::logits_row(RequestId id, int64_t i) const {
-  const auto it = seqs_.find(id);
-  if (it == seqs_.end() || i < 0 || i >= static_cast<int64_t>(it->second.logits_rows.size())) return -1;
-  return it->second.logits_rows[static_cast<size_t>(i)];
+const DraftSampling* DraftProposer::sampling(const ScheduledStep& step, const Scheduler& scheduler,
+                                             const std::function<SamplingRow(RequestId, uint64_t)>& acceptance_row) {
+  if (logits_.data == nullptr) return nullptr;
+  const auto num = static_cast<size_t>(logits_.dim(0));
+  // Rows of logits_ no row checks keep valid placeholders.
+  check_rows_.assign(num, SamplingRow{1.0f, 0, 1.0f, 0.0f, 1.0f, 0.0f, 0.0f, 0, 0});
+  check_ids_.assign(num, 0);
+  check_index_.assign(step.sample_ids.size(), -1);
+  bool any = false;
+  int64_t i = 0;
+  for (size_t row = 0; row < step.sample_ids.size(); ++row) {
+    const RequestId id = step.sample_ids[row];
+    i = row > 0 && step.sample_ids[row - 1] == id ? i + 1 : 0;  // a verify step's rows are consecutive
+    const Request& r = *scheduler.find(id);
+    const auto it = seqs_.find(id);
+    if (i >= static_cast<int64_t>(r.draft.size()) || it == seqs_.end() ||
+        i >= static_cast<int64_t>(it->second.logits_rows.size())) {
+      continue;
+    }
+    const auto j = static_cast<size_t>(it->second.logits_rows[static_cast<size_t>(i)]);
+    check_rows_[j] = acceptance_row(id, static_cast<uint64_t>(r.num_output_tokens() + i));
+    check_ids_[j] = r.draft[static_cast<size_t>(i)];
+    check_index_[row] = static_cast<int32_t>(j);
+    any = true;
+  }
+  sampling_ = DraftSampling{logits_, check_rows_, check_ids_, check_index_};
+  return any ? &sampling_ : nullptr;
 }
 
-std::vector<int32_t> DraftProposer::step(const ForwardBatch& batch, std::span<const SamplingRow> rows) {
+std::vector<int32_t> DraftProposer::step(const ForwardBatch& batch, std::span<const SamplingRow> rows, bool keep) {
   ++num_steps_;
   num_tokens_ += static_cast<int64_t>(batch.token_ids.size());
-  // The logits go to logits_ when some row draws at a temperature (the sample op checks them later).
-  bool keep = false;
-  for (const SamplingRow& r : rows) keep = keep || r.temperature > 0;
-  const auto n = static_cast<int64_t>(rows.size());
   Tensor kept;
   if (keep) {
+    const auto n = static_cast<int64_t>(rows.size());
     kept = logits_.slice_rows(logits_used_, logits_used_ + n);
     logits_used_ += n;
   }
@@ -148,31 +168,35 @@ void DraftProposer::run(std::span<const DraftRequest> requests) {
   }
   TIDE_CHECK(kv_.take_copies().empty());
   if (entries.empty()) return;
-  // Draws at a temperature keep their logits: a row per draft of such a sequence, in the steps' row order.
+  // When some draft is drawn at a temperature, every draft step keeps its logits, a row per draft in the
+  // steps' order (rows of argmax drafts are kept too, unused).
+  bool sampled = false;
   int64_t kept_rows = 0;
-  for (int64_t j = 0; j < most_drafts; ++j) {
-    int64_t rows = 0;
-    bool keep = false;
-    for (const Entry& e : entries) {
-      if (e.drafts > j) {
-        ++rows;
-        keep = keep || e.request->row.temperature > 0;
-      }
-    }
-    kept_rows += keep ? rows : 0;
+  for (const Entry& e : entries) {
+    kept_rows += e.drafts;
+    sampled = sampled || (e.drafts > 0 && e.request->row.temperature > 0);
   }
-  if (kept_rows > 0) {
+  if (sampled) {
     logits_ = executor_.backend().alloc_uninitialized(DType::kF32, Shape{kept_rows, executor_.draft()->config().vocab_size});
   }
-  // The sampling row of draft j of `e`, and where its logits go.
+  // The sampling row of draft j of `e`.
   const auto draw = [&](const Entry& e, int64_t j) {
     SamplingRow row = e.request->row;
     row.counter += static_cast<uint64_t>(j);
     rows_.push_back(row);
   };
-  const auto record = [&](const Entry& e, int32_t id, int64_t row) {
-    e.seq->draft.push_back(id);
-    if (e.request->row.temperature > 0) e.seq->logits_rows.push_back(static_cast<int32_t>(row));
+  // Runs `batch`, whose rows draw draft j of every entry with more than j drafts (or one unused row when
+  // `catching_up`), and records the drafts.
+  const auto run_step = [&](const ForwardBatch& batch, int64_t j, bool catching_up) {
+    const int64_t first = logits_used_;
+    const std::vector<int32_t> ids = step(batch, rows_, sampled && !catching_up);
+    size_t row = 0;
+    for (const Entry& e : entries) {
+      if (e.drafts <= j) continue;
+      e.seq->draft.push_back(ids[row]);
+      if (e.request->row.temperature > 0) e.seq->logits_rows.push_back(static_cast<int32_t>(first + static_cast<int64_t>(row)));
+      ++row;
+    }
   };
 
   try {
@@ -190,19 +214,12 @@ void DraftProposer::run(std::span<const DraftRequest> requests) {
       }
     }
     // A step of catching up alone still computes one row (its id is not used).
-    if (batch.logit_indices.empty()) {
+    const bool catching_up = batch.logit_indices.empty();
+    if (catching_up) {
       batch.logit_indices.push_back(static_cast<int32_t>(batch.token_ids.size() - 1));
       rows_.emplace_back();
     }
-    int64_t first = logits_used_;
-    std::vector<int32_t> ids = step(batch, rows_);
-    size_t row = 0;
-    for (const Entry& e : entries) {
-      if (e.drafts > 0) {
-        record(e, ids[row], first + static_cast<int64_t>(row));
-        ++row;
-      }
-    }
+    run_step(batch, 0, catching_up);
     for (int64_t j = 1; j < most_drafts; ++j) {
       batch = ForwardBatch{};
       rows_.clear();
@@ -217,17 +234,9 @@ void DraftProposer::run(std::span<const DraftRequest> requests) {
         e.seq->pending.push_back(token);
         draw(e, j);
       }
-      first = logits_used_;
-      ids = step(batch, rows_);
-      row = 0;
-      for (const Entry& e : entries) {
-        if (e.drafts > j) {
-          record(e, ids[row], first + static_cast<int64_t>(row));
-          ++row;
-        }
-      }
+      run_step(batch, j, false);
     }
-    TIDE_CHECK(logits_used_ == kept_rows);
+    TIDE_CHECK(!sampled || logits_used_ == kept_rows);
   } catch (...) {
     release_all();
     throw;

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <unordered_map>
 #include <vector>
@@ -20,6 +21,8 @@
 #include "kv/kv_cache_manager.h"
 #include "runtime/model_executor.h"
 #include "sched/request.h"
+#include "sched/scheduled_step.h"
+#include "sched/scheduler.h"
 
 namespace tide {
 
@@ -48,11 +51,12 @@ class DraftProposer {
   void run(std::span<const DraftRequest> requests);
   // The draft run() made for `id`, at most `max_tokens` of it, into `draft` (left empty when there is none).
   void take(RequestId id, int64_t max_tokens, std::vector<int32_t>& draft) const;
-  // For a request whose drafts were drawn at a temperature: the row of logits() holding the draft's logits at
-  // draft i (-1 when its drafts are the argmax, or it has no draft i).
-  int32_t logits_row(RequestId id, int64_t i) const;
-  // The draft's logits of this round's drafted positions, [rows, vocab] f32 (empty when every draft was greedy).
-  const Tensor& logits() const { return logits_; }
+  // What the rows of `step` (scheduled after run(), with the scheduler's drafts taken from here) check against
+  // the draft's distribution (Backend::sample_with_drafts): row i of a verify step checks draft i when it was
+  // drawn at a temperature, with the acceptance draw `acceptance_row(request, its draw counter)`. Null when
+  // no row does. Valid until the next run().
+  const DraftSampling* sampling(const ScheduledStep& step, const Scheduler& scheduler,
+                                const std::function<SamplingRow(RequestId, uint64_t)>& acceptance_row);
   // Gives request `id`'s draft blocks back (it finished); nothing when it has none.
   void release(RequestId id);
   // Gives every request's draft blocks back (the engine's requests start over).
@@ -80,7 +84,8 @@ class DraftProposer {
   // Commits the pending tokens that `tokens` confirms (a common prefix), gives back the blocks of the rest.
   void sync(Sequence& s, std::span<const int32_t> tokens);
   void drop(Sequence& s);
-  std::vector<int32_t> step(const ForwardBatch& batch, std::span<const SamplingRow> rows);
+  // One draft step; `keep`: its logits go to the next rows of logits_.
+  std::vector<int32_t> step(const ForwardBatch& batch, std::span<const SamplingRow> rows, bool keep);
 
   ModelExecutor& executor_;
   KvCacheManager& kv_;
@@ -91,6 +96,12 @@ class DraftProposer {
   Tensor logits_;                  // this round's draft logits, when some draft was drawn at a temperature
   int64_t logits_used_ = 0;        // rows of logits_ filled so far this round
   std::vector<SamplingRow> rows_;  // a draft step's sampling rows
+  // sampling()'s result, over its buffers: per row of logits_, the acceptance row and the drafted id; per
+  // row of the step, its row of logits_ or -1.
+  DraftSampling sampling_;
+  std::vector<SamplingRow> check_rows_;
+  std::vector<int32_t> check_ids_;
+  std::vector<int32_t> check_index_;
   int64_t num_steps_ = 0;
   int64_t num_tokens_ = 0;
 };

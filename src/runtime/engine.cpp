@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "runtime/engine_inbox.h"
 
 namespace tide {
 namespace {
@@ -187,6 +188,48 @@ Engine::Engine(const std::filesystem::path& model_dir, std::unique_ptr<Backend> 
 
 KvCacheManager Engine::make_kv_manager() const {
   return KvCacheManager(options_.block_size, config().group_windows(), arena_, options_.enable_prefix_caching);
+}
+
+Engine::~Engine() {
+  {
+    std::lock_guard lock(inbox_->mutex);
+    inbox_->stop = true;
+  }
+  inbox_->wake.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+std::shared_ptr<RequestHandle> Engine::submit(std::vector<int32_t> prompt, GenerateOptions options,
+                                              DeltaCallback on_delta) {
+  check_request(prompt, options);
+  std::vector<NewRequest> one;
+  one.push_back(NewRequest{std::move(prompt), std::move(options), std::move(on_delta)});
+  return std::move(submit_together(std::move(one)).front());
+}
+
+std::vector<std::shared_ptr<RequestHandle>> Engine::submit_together(std::vector<NewRequest> requests) {
+  std::weak_ptr<Inbox> weak = inbox_;
+  auto cancel = [weak](uint64_t id) {
+    if (const std::shared_ptr<Inbox> inbox = weak.lock()) {
+      {
+        std::lock_guard lock(inbox->mutex);
+        inbox->cancels.push_back(id);
+      }
+      inbox->wake.notify_all();
+    }
+  };
+  std::vector<std::shared_ptr<RequestHandle>> handles;
+  {
+    std::lock_guard lock(inbox_->mutex);
+    if (inbox_->stop) fail("the engine is shutting down");
+    for (NewRequest& r : requests) {
+      handles.push_back(std::make_shared<RequestHandle>(inbox_->next_id++, r.options.n, cancel, std::move(r.on_delta)));
+      inbox_->submissions.push_back(
+          Submission{handles.back(), std::move(r.prompt), std::move(r.options), r.prompt_logits});
+    }
+  }
+  inbox_->wake.notify_all();
+  return handles;
 }
 
 void Engine::check_prompt(std::span<const int32_t> prompt, int64_t max_new_tokens) const {

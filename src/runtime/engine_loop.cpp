@@ -3,7 +3,7 @@
 // decides what a failed step means: out of device memory, the step is taken back and smaller steps (or fewer
 // requests at once) follow; a row the sample op would refuse ends its own request before the step runs; another
 // fault is retried once, then the requests failing together run fewer at once until the failing one runs
-// alone and ends with the error, logged. The thread-safe side (submit, stats) is at the end.
+// alone and ends with the error, logged. Submissions reach it through the Inbox (engine_inbox.h).
 #include <algorithm>
 #include <chrono>
 #include <optional>
@@ -14,6 +14,7 @@
 #include "core/log.h"
 #include "runtime/draft_proposer.h"
 #include "runtime/engine.h"
+#include "runtime/engine_inbox.h"
 #include "runtime/output_processor.h"
 #include "sched/scheduler.h"
 
@@ -28,22 +29,6 @@ using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 }  // namespace
-
-struct Engine::Submission {
-  std::shared_ptr<RequestHandle> handle;
-  std::vector<int32_t> prompt;
-  GenerateOptions options;
-  PromptLogits prompt_logits = PromptLogits::kNone;
-};
-
-struct Engine::Inbox {
-  std::mutex mutex;
-  std::condition_variable wake;
-  std::vector<Submission> submissions;
-  std::vector<uint64_t> cancels;  // handle ids
-  bool stop = false;
-  uint64_t next_id = 1;
-};
 
 // The loop thread's state: the scheduler and the output processor. Only the loop thread touches it.
 class Engine::Loop {
@@ -226,10 +211,13 @@ class Engine::Loop {
         const SamplingBatch sampling = outputs_.sampling_batch(step, *scheduler_, top_logprobs);
         refused = refused_rows(step, sampling);
         if (!refused.empty()) throw RefusedRows{};
-        const bool drafts = drafts_ && drafts_->logits().data != nullptr && draft_sampling(step);
+        const DraftSampling* drafts =
+            drafts_ ? drafts_->sampling(step, *scheduler_, [&](RequestId id, uint64_t counter) {
+              return outputs_.draft_row(id, counter, /*acceptance=*/true, /*sampled=*/true);
+            }) : nullptr;
         // Constrained rows' masks are computed while the device runs the forward pass.
-        LaunchedStep launched = engine_.executor_.launch(step, sampling, top_logprobs, [&] { outputs_.fill_masks(step); },
-                                                         drafts ? &draft_sampling_ : nullptr);
+        LaunchedStep launched =
+            engine_.executor_.launch(step, sampling, top_logprobs, [&] { outputs_.fill_masks(step); }, drafts);
         const Clock::time_point overlapping = Clock::now();
         flush_previous(out);
         const Clock::time_point delivering = Clock::now();
@@ -288,7 +276,8 @@ class Engine::Loop {
       const int64_t room = std::min(k, r->params.max_tokens - r->num_output_tokens() - 1);
       if (room <= 0) continue;
       const auto outputs = static_cast<uint64_t>(r->num_output_tokens());
-      requests.push_back(DraftRequest{r->id, r->token_ids, room, outputs_.draft_row(r->id, outputs, false, sampled_drafts_)});
+      requests.push_back(DraftRequest{r->id, r->token_ids, room,
+                                      outputs_.draft_row(r->id, outputs, /*acceptance=*/false, sampled_drafts_)});
     }
     try {
       drafts_->run(requests);
@@ -298,35 +287,6 @@ class Engine::Loop {
                kStepsWithoutDrafts);
     }
     engine_.stats_.draft_seconds += seconds_since(drafting);
-  }
-
-  // The rows of `step` that check a draft drawn from the draft model's distribution (at a temperature), into
-  // draft_sampling_; false when none does. Row i of a verify step checks draft i, drawn at the request's draw
-  // i; its acceptance draw has the same counter in the acceptance stream.
-  bool draft_sampling(const ScheduledStep& step) {
-    const Tensor& logits = drafts_->logits();
-    const auto num = static_cast<size_t>(logits.dim(0));
-    // Rows of the draft's logits no row checks keep valid placeholders.
-    draft_rows_.assign(num, SamplingRow{1.0f, 0, 1.0f, 0.0f, 1.0f, 0.0f, 0.0f, 0, 0});
-    draft_ids_.assign(num, 0);
-    draft_index_.assign(step.sample_ids.size(), -1);
-    bool any = false;
-    int64_t i = 0;
-    for (size_t row = 0; row < step.sample_ids.size(); ++row) {
-      const RequestId id = step.sample_ids[row];
-      i = row > 0 && step.sample_ids[row - 1] == id ? i + 1 : 0;
-      const Request& r = *scheduler_->find(id);
-      if (i >= static_cast<int64_t>(r.draft.size())) continue;
-      const int32_t j = drafts_->logits_row(id, i);
-      if (j < 0) continue;
-      const auto counter = static_cast<uint64_t>(r.num_output_tokens() + i);
-      draft_rows_[static_cast<size_t>(j)] = outputs_.draft_row(id, counter, true, true);
-      draft_ids_[static_cast<size_t>(j)] = r.draft[static_cast<size_t>(i)];
-      draft_index_[row] = j;
-      any = true;
-    }
-    draft_sampling_ = DraftSampling{logits, draft_rows_, draft_ids_, draft_index_};
-    return any;
   }
 
   // The previous step's results (text, stop strings, logprobs, prompt logits) and the final deltas of the
@@ -483,10 +443,6 @@ class Engine::Loop {
   // Whether sampled requests' drafts are drawn from the draft's distribution and checked against it (the
   // backend's sample_with_drafts); else every draft is the draft's argmax, checked by equality.
   bool sampled_drafts_ = false;
-  DraftSampling draft_sampling_;  // the step's, over the buffers below
-  std::vector<SamplingRow> draft_rows_;
-  std::vector<int32_t> draft_ids_;
-  std::vector<int32_t> draft_index_;
   std::unique_ptr<Scheduler> scheduler_;
   std::optional<Processed> previous_;
   int64_t idle_steps_ = 0;
@@ -503,48 +459,6 @@ void Engine::start_loop() {
   inbox_ = std::make_shared<Inbox>();
   loop_.reset(new Loop(*this));
   thread_ = std::thread([this] { loop_->run(); });
-}
-
-Engine::~Engine() {
-  {
-    std::lock_guard lock(inbox_->mutex);
-    inbox_->stop = true;
-  }
-  inbox_->wake.notify_all();
-  if (thread_.joinable()) thread_.join();
-}
-
-std::shared_ptr<RequestHandle> Engine::submit(std::vector<int32_t> prompt, GenerateOptions options,
-                                              DeltaCallback on_delta) {
-  check_request(prompt, options);
-  std::vector<NewRequest> one;
-  one.push_back(NewRequest{std::move(prompt), std::move(options), std::move(on_delta)});
-  return std::move(submit_together(std::move(one)).front());
-}
-
-std::vector<std::shared_ptr<RequestHandle>> Engine::submit_together(std::vector<NewRequest> requests) {
-  std::weak_ptr<Inbox> weak = inbox_;
-  auto cancel = [weak](uint64_t id) {
-    if (const std::shared_ptr<Inbox> inbox = weak.lock()) {
-      {
-        std::lock_guard lock(inbox->mutex);
-        inbox->cancels.push_back(id);
-      }
-      inbox->wake.notify_all();
-    }
-  };
-  std::vector<std::shared_ptr<RequestHandle>> handles;
-  {
-    std::lock_guard lock(inbox_->mutex);
-    if (inbox_->stop) fail("the engine is shutting down");
-    for (NewRequest& r : requests) {
-      handles.push_back(std::make_shared<RequestHandle>(inbox_->next_id++, r.options.n, cancel, std::move(r.on_delta)));
-      inbox_->submissions.push_back(
-          Submission{handles.back(), std::move(r.prompt), std::move(r.options), r.prompt_logits});
-    }
-  }
-  inbox_->wake.notify_all();
-  return handles;
 }
 
 EngineStats Engine::stats() const {

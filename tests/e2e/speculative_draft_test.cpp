@@ -74,6 +74,8 @@ struct Pair {
   const char* draft;
 };
 
+void PrintTo(const Pair& p, std::ostream* os) { *os << p.model << " drafted by " << p.draft; }
+
 class DraftTest : public ::testing::TestWithParam<Pair> {};
 
 TEST_P(DraftTest, GreedyIdsAreTheSameAsWithout) {
@@ -178,12 +180,8 @@ class PointMassDrafts : private CpuHolder, public ForwardingBackend {
 TEST(DraftDemo, SampledRequestsPointMassAndDistributionDrafts) {
   const std::filesystem::path dir = test::bundled_model("tide-demo");
   const Tokenizer tokenizer = Tokenizer::from_dir(dir);
-  const std::string passage =
-      "The river rises in the hills above the town and runs through the old mill, where the water turns the "
-      "wheel before it reaches the sea. In winter the river floods the fields, and in summer the children swim "
-      "in it below the bridge.";
   std::vector<std::vector<int32_t>> prompts;
-  for (size_t cut : {40, 120}) prompts.push_back(tokenizer.encode(passage + " Again: " + passage.substr(0, cut)));
+  for (size_t cut : {40, 120}) prompts.push_back(tokenizer.encode(test::quoted_passage(cut)));
   GenerateOptions options;
   options.max_tokens = 40;
   options.ignore_eos = true;

@@ -11,65 +11,19 @@
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
+#include "sampling_test_util.h"
 #include "core/error.h"
 
 namespace tide {
 namespace {
 
-constexpr uint64_t kSeed = 20261202;
-
-SamplingRow sampled(float temperature = 1.0f) {
-  SamplingRow r;
-  r.temperature = temperature;
-  r.seed = kSeed;
-  return r;
-}
-
-// One draw of `row` on `logits` (a fresh copy each time: the op overwrites them).
-int32_t sample_one(CpuBackend& cpu, const std::vector<float>& logits, const SamplingRow& row,
-                   const std::vector<HistoryToken>& history = {}) {
-  Tensor l = cpu.upload(logits.data(), DType::kF32, Shape{1, static_cast<int64_t>(logits.size())});
-  Tensor ids = cpu.alloc(DType::kI32, Shape{1});
-  const int32_t starts[2] = {0, static_cast<int32_t>(history.size())};
-  SamplingBatch batch{std::span(&row, 1), {}, history};
-  if (!history.empty()) batch.history_starts = starts;
-  cpu.sample(ids, l, batch);
-  return ids.as<int32_t>()[0];
-}
-
-// How often each id is drawn in `draws` draws (counters 0 .. draws - 1).
-std::map<int32_t, int> histogram(const std::vector<float>& logits, SamplingRow row, int draws,
-                                 const std::vector<HistoryToken>& history = {}) {
-  CpuBackend cpu;
-  std::map<int32_t, int> counts;
-  for (int i = 0; i < draws; ++i) {
-    row.counter = static_cast<uint64_t>(i);
-    ++counts[sample_one(cpu, logits, row, history)];
-  }
-  return counts;
-}
-
-std::set<int32_t> drawn(const std::map<int32_t, int>& counts) {
-  std::set<int32_t> ids;
-  for (const auto& [id, n] : counts) ids.insert(id);
-  return ids;
-}
-
-// Logits whose softmax is `probs`.
-std::vector<float> logits_of(const std::vector<double>& probs) {
-  std::vector<float> l;
-  for (double p : probs) l.push_back(static_cast<float>(std::log(p)));
-  return l;
-}
-
-// |frequency - p| within 5 standard deviations of a binomial proportion.
-void expect_frequencies(const std::map<int32_t, int>& counts, const std::vector<double>& probs, int draws) {
-  for (size_t i = 0; i < probs.size(); ++i) {
-    const double got = counts.count(static_cast<int32_t>(i)) ? counts.at(static_cast<int32_t>(i)) / double(draws) : 0.0;
-    const double sigma = std::sqrt(probs[i] * (1 - probs[i]) / draws);
-    EXPECT_NEAR(got, probs[i], 5 * sigma + 1e-12) << "token " << i;
-  }
-}
+using test::drawn;
+using test::expect_frequencies;
+using test::histogram;
+using test::kSeed;
+using test::logits_of;
+using test::sample_one;
+using test::sampled;
 
 TEST(CpuSampling, PhiloxMatchesKnownAnswers) {
   // Random123's known-answer vectors for philox4x32_10.
@@ -414,89 +368,6 @@ TEST(CpuSampling, RejectsBadBatchesNamingTheField) {
   EXPECT_NE(message(SamplingRow{}, {0, 1}, {{4, 1, 0}}).find("out of range"), std::string::npos);
   EXPECT_NE(message(SamplingRow{}, {0, 2}, {{1, 1, 0}}).find("history_starts"), std::string::npos);
   EXPECT_EQ(message(SamplingRow{}, {0, 1}, {{3, 1, 0}}), "no error");
-}
-
-// Speculative sampling against a draft's distribution: a draft d drawn from q, then checked by
-// sample_with_drafts against the row's p, gives tokens distributed as p, whatever q is (here q far from p,
-// q equal to p, q under top-k, p greedy); it accepts about sum_x min(p(x), q(x)) of the drafts; and the draft
-// is the output exactly when accepted (a refused draft's residual never holds it).
-TEST(CpuSampling, DraftCheckedAgainstItsDistributionKeepsTheTargets) {
-  CpuBackend cpu;
-  const std::vector<double> p = {0.1, 0.2, 0.3, 0.4, 0.0001};
-  struct Case {
-    std::vector<double> q;
-    int32_t q_top_k;
-    double accepted;  // sum min(p, q') for q' = q after its filter
-  };
-  const Case cases[] = {
-      {{0.4, 0.3, 0.2, 0.05, 0.05}, 0, 0.1 + 0.2 + 0.2 + 0.05 + 0.0001},
-      {{0.1, 0.2, 0.3, 0.4, 0.0001}, 0, 1.0},
-      {{0.05, 0.05, 0.1, 0.2, 0.6}, 2, 0.25 + 0.0001},  // q' = {0, 0, 0, 0.25, 0.75}
-  };
-  const std::vector<float> lp = logits_of(p);
-  const int draws = 20000;
-  for (const Case& c : cases) {
-    const std::vector<float> lq = logits_of(c.q);
-    SamplingRow q_draw = sampled(), q_check = sampled();
-    q_draw.top_k = q_check.top_k = c.q_top_k;
-    q_draw.seed = kSeed + 1;
-    q_check.seed = kSeed + 2;
-    std::map<int32_t, int> counts;
-    int accepted = 0;
-    for (int i = 0; i < draws; ++i) {
-      q_draw.counter = q_check.counter = static_cast<uint64_t>(i);
-      const int32_t d = sample_one(cpu, lq, q_draw);
-      Tensor l = cpu.upload(lp.data(), DType::kF32, Shape{1, 5});
-      Tensor ql = cpu.upload(lq.data(), DType::kF32, Shape{1, 5});
-      Tensor ids = cpu.alloc(DType::kI32, Shape{1});
-      SamplingRow row = sampled();
-      row.counter = static_cast<uint64_t>(i);
-      const int32_t index = 0;
-      cpu.sample_with_drafts(ids, l, SamplingBatch{std::span(&row, 1), {}, {}, {}, {}},
-                             DraftSampling{ql, std::span(&q_check, 1), std::span(&d, 1), std::span(&index, 1)});
-      const int32_t got = ids.as<int32_t>()[0];
-      ++counts[got];
-      accepted += got == d ? 1 : 0;
-    }
-    expect_frequencies(counts, p, draws);
-    const double sigma = std::sqrt(c.accepted * (1 - c.accepted) / draws);
-    EXPECT_NEAR(accepted / double(draws), c.accepted, 5 * sigma + 1e-3);
-  }
-  // A greedy row accepts exactly its argmax, and otherwise gives it.
-  const std::vector<float> lq = logits_of({0.3, 0.3, 0.2, 0.1, 0.1});
-  for (int32_t d = 0; d < 5; ++d) {
-    Tensor l = cpu.upload(lp.data(), DType::kF32, Shape{1, 5});
-    Tensor ql = cpu.upload(lq.data(), DType::kF32, Shape{1, 5});
-    Tensor ids = cpu.alloc(DType::kI32, Shape{1});
-    const SamplingRow greedy{}, q = sampled();
-    const int32_t index = 0;
-    cpu.sample_with_drafts(ids, l, SamplingBatch{std::span(&greedy, 1), {}, {}, {}, {}},
-                           DraftSampling{ql, std::span(&q, 1), std::span(&d, 1), std::span(&index, 1)});
-    EXPECT_EQ(ids.as<int32_t>()[0], 3) << "draft " << d;
-  }
-}
-
-TEST(CpuSampling, DraftSamplingRefusesBadDraftsNamingTheField) {
-  CpuBackend cpu;
-  const std::vector<float> lp = {0.0f, 1.0f, 2.0f};
-  Tensor l = cpu.upload(lp.data(), DType::kF32, Shape{1, 3});
-  Tensor ql = cpu.upload(lp.data(), DType::kF32, Shape{1, 3});
-  Tensor ids = cpu.alloc(DType::kI32, Shape{1});
-  const SamplingRow row = sampled();
-  const SamplingBatch batch{std::span(&row, 1), {}, {}, {}, {}};
-  auto error = [&](const SamplingRow& q, int32_t d, int32_t index) {
-    try {
-      cpu.sample_with_drafts(ids, l, batch, DraftSampling{ql, std::span(&q, 1), std::span(&d, 1), std::span(&index, 1)});
-      return std::string("no error");
-    } catch (const Error& e) {
-      return std::string(e.what());
-    }
-  };
-  EXPECT_EQ(error(sampled(), 1, 0), "no error");
-  EXPECT_EQ(error(sampled(), 1, -1), "no error");
-  EXPECT_NE(error(sampled(), 3, 0).find("draft id 3 is out of range"), std::string::npos);
-  EXPECT_NE(error(sampled(), 1, 1).find("draft index[0] = 1"), std::string::npos);
-  EXPECT_NE(error(SamplingRow{}, 1, 0).find("temperature 0"), std::string::npos);
 }
 
 }  // namespace
