@@ -18,6 +18,10 @@ class TokenConstraint {
   virtual void fill_mask(std::span<uint32_t> words) = 0;
   // Advances past `token`; false (the state unchanged) when the token was not allowed.
   virtual bool accept(int32_t token) = 0;
+  // A copy of this state that advances on its own: speculative decoding checks drafted tokens on it and
+  // writes the masks of the rows after them. Null: the state cannot be copied, and its sample does not
+  // speculate.
+  virtual std::unique_ptr<TokenConstraint> clone() const { return nullptr; }
 };
 
 // What a request is constrained by; makes the state of each of its samples. Shared across threads: start() must

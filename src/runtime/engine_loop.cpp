@@ -132,6 +132,7 @@ class Engine::Loop {
         } else {
           outputs_.propose(r.id, max_tokens, draft);
         }
+        outputs_.constrain_draft(r, draft);
       }, o.speculative->num_speculative_tokens);
     }
   }

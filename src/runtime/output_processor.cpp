@@ -30,7 +30,8 @@ void OutputProcessor::add(RequestId id, std::shared_ptr<Live> live, int index, u
   if (o.sampling.has_penalties()) sample.history.add_prompt(prompt);
   for (const auto& [token, bias] : o.sampling.logit_bias) sample.history.set_bias(token, bias);
   if (o.constraint) sample.constraint = o.constraint->start();
-  sample.speculates = speculative_ && o.speculative && !o.constraint && !o.thinking_budget;
+  sample.speculates = speculative_ && o.speculative && !o.thinking_budget &&
+                      (!sample.constraint || sample.constraint->clone() != nullptr);
   if (sample.speculates && speculative_->method == spec::SpeculativeConfig::Method::kNgram) {
     sample.ngram = std::make_unique<spec::NgramIndex>(speculative_->prompt_lookup_min, speculative_->prompt_lookup_max);
     sample.ngram->append(prompt);
@@ -57,6 +58,19 @@ std::vector<RequestId> OutputProcessor::requests_of(uint64_t handle_id) const {
 bool OutputProcessor::speculates(RequestId id) const {
   const auto it = samples_.find(id);
   return it != samples_.end() && it->second.speculates;
+}
+
+void OutputProcessor::constrain_draft(const Request& r, std::vector<int32_t>& draft) const {
+  const auto it = samples_.find(r.id);
+  if (it == samples_.end() || !it->second.constraint || draft.empty()) return;
+  const std::unique_ptr<TokenConstraint> state = it->second.constraint->clone();
+  size_t kept = 0;
+  const std::vector<int32_t>& stops = r.params.stop_ids;
+  while (kept < draft.size() && std::find(stops.begin(), stops.end(), draft[kept]) == stops.end() &&
+         state->accept(draft[kept])) {
+    ++kept;
+  }
+  draft.resize(kept);
 }
 
 SamplingRow OutputProcessor::draft_row(RequestId id, uint64_t counter, bool acceptance, bool sampled) const {
@@ -92,6 +106,7 @@ SamplingBatch OutputProcessor::sampling_batch(const ScheduledStep& step, const S
   tokens_.clear();
   token_starts_.assign(1, 0);
   mask_index_.clear();
+  mask_draft_.clear();
   int32_t num_masks = 0;
   bool any_tokens = false;
   int64_t drafted = 0;
@@ -126,6 +141,7 @@ SamplingBatch OutputProcessor::sampling_batch(const ScheduledStep& step, const S
     token_starts_.push_back(static_cast<int32_t>(tokens_.size()));
     top_logprobs = std::max(top_logprobs, o.logprobs);
     mask_index_.push_back(s.constraint ? num_masks++ : -1);
+    mask_draft_.push_back(s.constraint && i > 0 ? r.draft[static_cast<size_t>(i - 1)] : -1);
   }
   SamplingBatch batch{rows_, {}, tokens_};
   if (any_tokens) batch.history_starts = token_starts_;
@@ -139,10 +155,19 @@ SamplingBatch OutputProcessor::sampling_batch(const ScheduledStep& step, const S
 
 void OutputProcessor::fill_masks(const ScheduledStep& step) {
   const auto words = static_cast<size_t>(mask_words(vocab_));
+  // A verify step's rows after the first: a copy of the sample's state advanced through the drafts before them
+  // (constrain_draft cut each draft where the constraint refused it).
+  std::unique_ptr<TokenConstraint> ahead;
   for (size_t row = 0; row < step.sample_ids.size() && row < mask_index_.size(); ++row) {
     const int32_t m = mask_index_[row];
     if (m < 0) continue;
-    samples_.at(step.sample_ids[row]).constraint->fill_mask(std::span(masks_).subspan(static_cast<size_t>(m) * words, words));
+    TokenConstraint* state = samples_.at(step.sample_ids[row]).constraint.get();
+    if (mask_draft_[row] >= 0) {
+      if (mask_draft_[row - 1] < 0) ahead = state->clone();
+      TIDE_CHECK(ahead && ahead->accept(mask_draft_[row]));
+      state = ahead.get();
+    }
+    state->fill_mask(std::span(masks_).subspan(static_cast<size_t>(m) * words, words));
   }
 }
 

@@ -57,9 +57,13 @@ class OutputProcessor {
   std::vector<RequestId> requests_of(uint64_t handle_id) const;
   std::vector<RequestId> requests() const;
   size_t size() const { return samples_.size(); }
-  // Whether sample `id` speculates: the engine does, and the sample has no constraint or thinking budget (its
-  // rows depend on state the drafts would have to advance) and did not turn speculation off.
+  // Whether sample `id` speculates: the engine does, the sample did not turn speculation off, has no thinking
+  // budget (its rows depend on a count the drafts would have to advance), and its constraint, if any, can be
+  // copied (TokenConstraint::clone).
   bool speculates(RequestId id) const;
+  // Cuts request `r`'s draft before the first token its constraint refuses or that is one of its stop ids
+  // (a stop ends the output; a refused token could never be kept). Nothing for an unconstrained sample.
+  void constrain_draft(const Request& r, std::vector<int32_t>& draft) const;
   // Speculative decoding with a draft model: the row of sample `id`'s draft distribution q at draw `counter`
   // (its temperature, top-k, top-p and min-p; no penalties), in one of two streams of its own, independent of
   // the sample's: the draft's draw of the token, or the acceptance draw that checks it
@@ -116,6 +120,9 @@ class OutputProcessor {
   std::vector<int32_t> token_starts_;
   std::vector<HistoryToken> tokens_;
   std::vector<int32_t> mask_index_;  // per row: -1, or its mask in masks_
+  // Per row: -1, or for row i >= 1 of a verify step the draft d_i the row's constraint state takes after row
+  // i - 1's (fill_masks advances a copy of the sample's state).
+  std::vector<int32_t> mask_draft_;
   std::vector<uint32_t> masks_;
   TokenHistory draft_history_;  // a verify row's history: the sample's and the drafts before the row
   int64_t vocab_ = 0;

@@ -79,6 +79,8 @@ class FramedConstraint : public TokenConstraint {
     }
   }
 
+  std::unique_ptr<TokenConstraint> clone() const override { return std::make_unique<FramedConstraint>(*this); }
+
   bool accept(int32_t token) override {
     switch (phase_) {
       case Phase::kLead:

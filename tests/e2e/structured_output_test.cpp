@@ -6,6 +6,7 @@
 // a grammar that allows any text equals unconstrained greedy, and max_tokens inside the structure is "length".
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <regex>
 
 #include "../test_util.h"
@@ -23,11 +24,13 @@ using server::ConstraintCache;
 using server::ConstraintFrame;
 using server::StructuredOutput;
 
-Engine make_engine() {
+// `speculative`: a --speculative-config JSON, or none.
+Engine make_engine(const std::string& speculative = {}) {
   EngineOptions options;
   options.block_size = 16;
   options.kv_cache_memory = int64_t{256} << 20;
   options.max_num_seqs = 64;
+  if (!speculative.empty()) options.speculative = spec::SpeculativeConfig::parse(speculative);
   return Engine(test::fixture("cohere2-tiny"), std::make_unique<CpuBackend>(), options);
 }
 
@@ -100,19 +103,17 @@ std::vector<Case> cases() {
   return out;
 }
 
-TEST(StructuredOutput, EverySampledOutputIsValid) {
-  Engine engine = make_engine();
-  ConstraintCache cache(engine.tokenizer(), engine.stop_token_ids());
-  const std::vector<Case> all = cases();
-  constexpr int kSeeds = 16;
+// Every case of cases() with `seeds` seeds each (request i is case i / seeds): temperature 1 (0 when `greedy`),
+// with top-k, top-p or penalties on some.
+std::vector<BatchRequest> batch_of(const std::vector<Case>& all, ConstraintCache& cache, int seeds, bool greedy = false) {
   std::vector<BatchRequest> batch;
   for (size_t c = 0; c < all.size(); ++c) {
     const auto spec = cache.structured(all[c].output, ConstraintFrame::kPlain);
-    for (int seed = 0; seed < kSeeds; ++seed) {
+    for (int seed = 0; seed < seeds; ++seed) {
       GenerateOptions o;
       o.max_tokens = 160;
       o.constraint = spec;
-      o.sampling.temperature = 1.0;
+      o.sampling.temperature = greedy ? 0.0 : 1.0;
       o.sampling.seed = static_cast<uint64_t>(seed * 7919 + c);
       if (seed % 4 == 1) o.sampling.top_k = 20;
       if (seed % 4 == 2) o.sampling.top_p = 0.8;
@@ -120,10 +121,15 @@ TEST(StructuredOutput, EverySampledOutputIsValid) {
       batch.push_back({kPrompt, o});
     }
   }
-  const std::vector<GenerateResult> results = engine.generate_batch(batch);
+  return batch;
+}
+
+// Every output of `results` (of batch_of(all, ·, seeds)) that stopped is valid for its case, none failed, and
+// nearly all stopped (bounded constraints).
+void expect_valid(const Engine& engine, const std::vector<Case>& all, int seeds, const std::vector<GenerateResult>& results) {
   int stopped = 0;
   for (size_t i = 0; i < results.size(); ++i) {
-    const Case& c = all[i / kSeeds];
+    const Case& c = all[i / static_cast<size_t>(seeds)];
     const GenerateResult& r = results[i];
     ASSERT_NE(r.finish_reason, "error") << r.error;
     std::vector<int32_t> ids = r.ids;
@@ -133,13 +139,50 @@ TEST(StructuredOutput, EverySampledOutputIsValid) {
     }
     const std::string text = engine.tokenizer().decode(ids, /*skip_special_tokens=*/false);
     if (r.finish_reason == "stop") {
-      EXPECT_EQ(c.check(text), "") << "case " << i / kSeeds << ": " << text;
+      EXPECT_EQ(c.check(text), "") << "case " << i / static_cast<size_t>(seeds) << ": " << text;
     } else {
       EXPECT_EQ(r.finish_reason, "length");
     }
   }
-  // Bounded constraints: nearly every output reaches its end within max_tokens.
   EXPECT_GE(stopped, static_cast<int>(results.size() * 9 / 10)) << stopped << " of " << results.size();
+}
+
+TEST(StructuredOutput, EverySampledOutputIsValid) {
+  Engine engine = make_engine();
+  ConstraintCache cache(engine.tokenizer(), engine.stop_token_ids());
+  const std::vector<Case> all = cases();
+  constexpr int kSeeds = 16;
+  expect_valid(engine, all, kSeeds, engine.generate_batch(batch_of(all, cache, kSeeds)));
+}
+
+// Speculative decoding under constraints: a draft is cut where the constraint refuses it, and a verify step's
+// rows after the first take their masks from a copy of the state advanced through the drafts before them. So
+// prompt lookup gives exactly the ids of decoding without it (sampled, every kind of constraint), with drafts
+// accepted; a draft model (the model drafting for itself) keeps greedy ids, and its sampled outputs (drafts
+// checked against the draft's distribution, which knows no constraint) stay valid.
+TEST(StructuredOutput, SpeculationKeepsTheIdsAndTheStructure) {
+  Engine plain = make_engine();
+  ConstraintCache cache(plain.tokenizer(), plain.stop_token_ids());
+  const std::vector<Case> all = cases();
+  constexpr int kSeeds = 4;
+  const std::vector<BatchRequest> sampled = batch_of(all, cache, kSeeds), greedy = batch_of(all, cache, kSeeds, true);
+  const std::vector<GenerateResult> want = plain.generate_batch(sampled), want_greedy = plain.generate_batch(greedy);
+
+  Engine ngram = make_engine(R"({"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_min": 1})");
+  const std::vector<GenerateResult> got = ngram.generate_batch(sampled);
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(got[i].ids, want[i].ids) << "request " << i;
+  const EngineStats s = ngram.stats();
+  std::printf("[ spec     ] prompt lookup under constraints: %ld of %ld drafts accepted\n",
+              static_cast<long>(s.spec_accepted_tokens), static_cast<long>(s.spec_draft_tokens));
+  EXPECT_GT(s.spec_accepted_tokens, 0);
+
+  Engine draft = make_engine(R"({"model": ")" + test::fixture("cohere2-tiny").string() + R"(", "num_speculative_tokens": 3})");
+  const std::vector<GenerateResult> got_greedy = draft.generate_batch(greedy);
+  for (size_t i = 0; i < want_greedy.size(); ++i) EXPECT_EQ(got_greedy[i].ids, want_greedy[i].ids) << "request " << i;
+  EXPECT_GT(draft.stats().spec_accepted_tokens, 0);
+  const int64_t before = draft.stats().spec_accepted_tokens;
+  expect_valid(draft, all, kSeeds, draft.generate_batch(sampled));
+  EXPECT_GT(draft.stats().spec_accepted_tokens, before);
 }
 
 TEST(StructuredOutput, GreedyUnderAnyTextEqualsUnconstrained) {
