@@ -42,6 +42,8 @@ void DraftProposer::release(RequestId id) {
 void DraftProposer::release_all() {
   for (auto& [id, s] : seqs_) drop(s);
   seqs_.clear();
+  logits_ = Tensor{};
+  logits_used_ = 0;
 }
 
 void DraftProposer::take(RequestId id, int64_t max_tokens, std::vector<int32_t>& draft) const {

@@ -88,15 +88,20 @@ EngineOptions resolve_engine_options(EngineOptions options, const Cohere2Model& 
   }
   // What the largest step the scheduler forms may take beside the arena: its tokens' hidden states, qkv and
   // MLP intermediates (counted at 4 bytes, generously: the forward pass's buffers and the attention's
-  // partials), the f32 logits of one row per sequence twice (the sample op's and the logprobs' copy) plus
-  // the decode graphs' [256, vocab], and 1 GiB for kernels' scratch, the decode graphs' buffers and the
+  // partials), the f32 logits of its rows to sample twice (the sample op's and the logprobs' copy) plus
+  // the decode graphs' [256, vocab] and a draft model's kept rows, and 1 GiB for kernels' scratch, the decode graphs' buffers and the
   // libraries. Freed activations are cached for reuse and given back before an allocation would fail.
   const ModelConfig& c = model.config();
   const int64_t step_tokens = std::max(options.max_prefill_chunk, options.max_num_batched_tokens);
-  const int64_t logit_rows = std::min(options.max_num_seqs, step_tokens);
+  // Rows to sample: one per sequence, 1 + k in a verify step (speculative decoding); a draft model keeps k
+  // rows of its own logits per sequence for the sample op.
+  const int64_t k = options.speculative ? options.speculative->num_speculative_tokens : 0;
+  const int64_t logit_rows = std::min(options.max_num_seqs * (1 + k), step_tokens);
+  const bool draft = options.speculative && options.speculative->method == spec::SpeculativeConfig::Method::kDraftModel;
+  const int64_t draft_rows = draft ? options.max_num_seqs * k : 0;
   const int64_t reserve = (int64_t{1} << 30) +
                           step_tokens * (8 * c.hidden_size + c.qkv_size() + 3 * c.intermediate_size) * 4 +
-                          (2 * logit_rows + 256) * c.vocab_size * 4;
+                          (2 * logit_rows + draft_rows + 256) * c.vocab_size * 4;
   const int64_t used = memory->total - memory->free;  // the weights, mostly
   const auto allowed = static_cast<int64_t>(options.gpu_memory_utilization * static_cast<double>(memory->total));
   options.kv_cache_memory = allowed - used - reserve;
