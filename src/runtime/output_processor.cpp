@@ -7,6 +7,18 @@
 
 namespace tide {
 
+namespace {
+
+// A thinking block's length after `token` (-1: outside a block): the closing id ends it, a token inside it
+// (a repeated opening too) counts, the opening id outside one starts it.
+int64_t span_after(int64_t span, int32_t token, const SpanBudget& budget) {
+  if (token == budget.close_id) return -1;
+  if (span >= 0) return span + 1;
+  return token == budget.open_id ? 0 : -1;
+}
+
+}  // namespace
+
 SampleDelta& Outbox::of(RequestId id, const std::shared_ptr<RequestHandle>& handle, int index) {
   const auto [it, added] = index_.try_emplace(id, deltas_.size());
   if (added) {
@@ -30,8 +42,7 @@ void OutputProcessor::add(RequestId id, std::shared_ptr<Live> live, int index, u
   if (o.sampling.has_penalties()) sample.history.add_prompt(prompt);
   for (const auto& [token, bias] : o.sampling.logit_bias) sample.history.set_bias(token, bias);
   if (o.constraint) sample.constraint = o.constraint->start();
-  sample.speculates = speculative_ && o.speculative && !o.thinking_budget &&
-                      (!sample.constraint || sample.constraint->clone() != nullptr);
+  sample.speculates = speculative_ && o.speculative && (!sample.constraint || sample.constraint->clone() != nullptr);
   if (sample.speculates && speculative_->method == spec::SpeculativeConfig::Method::kNgram) {
     sample.ngram = std::make_unique<spec::NgramIndex>(speculative_->prompt_lookup_min, speculative_->prompt_lookup_max);
     sample.ngram->append(prompt);
@@ -122,7 +133,12 @@ SamplingBatch OutputProcessor::sampling_batch(const ScheduledStep& step, const S
     const int64_t outputs = r.num_output_tokens() + i;
     rows_.push_back(o.sampling.row(s.seed, static_cast<uint64_t>(outputs)));
     const bool ban_stops = outputs < o.min_tokens && !r.params.stop_ids.empty();
-    const bool force_close = o.thinking_budget && s.span_tokens >= o.thinking_budget->max_tokens;
+    // The thinking block's length after d_1 .. d_i, as record() would count it had they been sampled.
+    int64_t span = s.span_tokens;
+    if (o.thinking_budget) {
+      for (int64_t j = 0; j < i; ++j) span = span_after(span, r.draft[static_cast<size_t>(j)], *o.thinking_budget);
+    }
+    const bool force_close = o.thinking_budget && span >= o.thinking_budget->max_tokens;
     const bool list = ban_stops || force_close || o.sampling.needs_token_list();
     const TokenHistory* history = &s.history;
     if (i > 0 && o.sampling.has_penalties()) {
@@ -205,15 +221,7 @@ void OutputProcessor::record(const ScheduledStep& step, Scheduler& scheduler,
                          fmt::format("token {} does not continue the output's constraint (structured outputs)", token));
         s.constraint.reset();
       }
-      if (const auto& budget = o.thinking_budget) {
-        if (token == budget->close_id) {
-          s.span_tokens = -1;
-        } else if (s.span_tokens >= 0) {
-          ++s.span_tokens;  // a repeated opening inside the block counts as one of its tokens
-        } else if (token == budget->open_id) {
-          s.span_tokens = 0;
-        }
-      }
+      if (const auto& budget = o.thinking_budget) s.span_tokens = span_after(s.span_tokens, token, *budget);
     }
   }
 }

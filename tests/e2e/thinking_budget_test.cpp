@@ -5,6 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "../test_util.h"
 #include "backend/cpu/cpu_backend.h"
@@ -16,10 +19,11 @@ namespace {
 constexpr int32_t kOpen = 15;
 constexpr int32_t kClose = 16;
 
-Engine make_engine() {
+Engine make_engine(const std::string& speculative = "") {
   EngineOptions options;
   options.block_size = 4;
   options.kv_cache_memory = int64_t{64} << 20;
+  if (!speculative.empty()) options.speculative = spec::SpeculativeConfig::parse(speculative);
   return Engine(test::fixture("cohere2-tiny"), std::make_unique<CpuBackend>(), options);
 }
 
@@ -101,6 +105,43 @@ TEST(ThinkingBudget, GeneratedBlocksAreCountedAndOtherOutputIsUntouched) {
   // An opening inside the block is one of its tokens; after the closing, the next opening starts a new block.
   const std::vector<int32_t> want = {kOpen, kOpen, kOpen, kClose, kOpen, kOpen, kOpen, kClose, kOpen, kOpen};
   EXPECT_EQ(ids, want);
+}
+
+// Speculation (a draft model: the fixture drafting for itself, so drafts run through the forced closing; prompt
+// lookup) gives the ids of decoding without it: verify row i forces the closing token when the block, counted
+// through d_1 .. d_i, holds the budget, so a draft that runs past the budget is refused there.
+TEST(ThinkingBudget, SpeculationKeepsTheIds) {
+  Engine plain = make_engine();
+  const std::string draft = nlohmann::json{{"model", test::fixture("cohere2-tiny").string()},
+                                           {"num_speculative_tokens", 4}}.dump();
+  for (const std::string& config : {draft, std::string(R"({"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_min": 1})")}) {
+    SCOPED_TRACE(config);
+    Engine engine = make_engine(config);
+    std::vector<int32_t> prompt = kPrompt;
+    prompt.push_back(kOpen);
+    for (const int64_t budget : {0, 1, 3, 7}) {
+      GenerateOptions o = greedy(16);
+      o.thinking_budget = SpanBudget{kOpen, kClose, budget};
+      const std::vector<int32_t> ids = engine.generate(prompt, o).ids;
+      EXPECT_EQ(ids, plain.generate(prompt, o).ids) << budget;
+      EXPECT_EQ(ids[static_cast<size_t>(budget)], kClose) << budget;
+    }
+    GenerateOptions opens = greedy(12);
+    opens.sampling.logit_bias = {{kOpen, 100.0f}, {kClose, -100.0f}};
+    opens.thinking_budget = SpanBudget{kOpen, kClose, 2};
+    EXPECT_EQ(engine.generate(kPrompt, opens).ids, plain.generate(kPrompt, opens).ids);
+    GenerateOptions sampled = greedy(10);
+    sampled.sampling.temperature = 1.5;
+    sampled.sampling.top_p = 0.9;
+    sampled.sampling.seed = 3;
+    sampled.thinking_budget = SpanBudget{kOpen, kClose, 4};
+    const std::vector<int32_t> ids = engine.generate(prompt, sampled).ids;
+    EXPECT_EQ(ids[4], kClose);
+    if (config != draft) EXPECT_EQ(ids, plain.generate(prompt, sampled).ids);  // point-mass drafts: the same draws
+    const EngineStats s = engine.stats();
+    EXPECT_GT(s.spec_accepted_tokens, 0);
+    EXPECT_LT(s.spec_accepted_tokens, s.spec_draft_tokens);  // drafts past a budget were refused
+  }
 }
 
 TEST(ThinkingBudget, RefusesBadBudgets) {
