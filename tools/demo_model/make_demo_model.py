@@ -118,17 +118,8 @@ def run(args, log, report):
     log(f"device {report['device']}, versions {report['versions']}")
 
     # --- corpus ---
-    corpus = corpus_lib.load()
+    corpus, train_docs, chat_docs, val_docs = corpus_documents(log)
     report["corpus"] = corpus.record()
-    train_files = [f for f in corpus.files if not f.is_val]
-    val_files = [f for f in corpus.files if f.is_val]
-    train_docs = corpus_lib.documents(train_files)
-    val_docs = corpus_lib.documents(val_files)
-    pairs = corpus_lib.chat_pairs(train_files)
-    chat_docs = [tokenizer_build.render_chat([{"role": "user", "content": u}, {"role": "assistant", "content": a}],
-                                             add_generation_prompt=False) for u, a in pairs]
-    log(f"corpus: {len(corpus.files)} files, {corpus.total_bytes()} bytes, sha256 {corpus.sha256[:16]}; "
-        f"{len(train_docs)} train / {len(val_docs)} val documents, {len(chat_docs)} chat examples")
 
     # --- tokenizer ---
     tok = tokenizer_build.train(train_docs, args.vocab)
@@ -138,21 +129,7 @@ def run(args, log, report):
     if tok.get_vocab_size() != args.vocab:
         log(f"WARNING: the tokenizer has {tok.get_vocab_size()} tokens, the model {args.vocab} rows")
 
-    def encode_docs(docs, with_bos_eos):
-        out = []
-        for enc in tok.encode_batch(docs, add_special_tokens=False):
-            out.append(([tokenizer_build.BOS_ID] if with_bos_eos else []) + enc.ids +
-                       ([tokenizer_build.EOS_ID] if with_bos_eos else []))
-        return out
-
-    train_seqs = encode_docs(train_docs, True) + encode_docs(chat_docs, False)  # chat text has BOS, ends a turn
-    random.Random(args.seed).shuffle(train_seqs)
-    val_seqs = encode_docs(val_docs, True)
-    train_stream = [i for s in train_seqs for i in s]
-    val_stream = [i for s in val_seqs for i in s]
-    report["tokens"] = {"train": len(train_stream), "val": len(val_stream),
-                        "chat_examples": len(chat_docs), "train_bytes_per_token":
-                        round(sum(len(d.encode()) for d in train_docs + chat_docs) / len(train_stream), 3)}
+    train_stream, val_stream, report["tokens"] = token_streams(tok, train_docs, chat_docs, val_docs, args.seed)
     log(f"tokens: {report['tokens']}")
 
     # --- model and training ---
@@ -182,6 +159,42 @@ def run(args, log, report):
     make_goldens(args, tok, model_dir, fixture_dir, val_docs, log, report, args.golden_tokens)
     log("done")
 
+
+
+def token_streams(tok, train_docs, chat_docs, val_docs, seed):
+    """The training and held-out token streams: documents between BOS and EOS, chat examples as rendered (they
+    start with BOS and end a turn), training sequences in a seeded order; and what the report keeps of them."""
+    def encode_docs(docs, with_bos_eos):
+        out = []
+        for enc in tok.encode_batch(docs, add_special_tokens=False):
+            out.append(([tokenizer_build.BOS_ID] if with_bos_eos else []) + enc.ids +
+                       ([tokenizer_build.EOS_ID] if with_bos_eos else []))
+        return out
+
+    train_seqs = encode_docs(train_docs, True) + encode_docs(chat_docs, False)
+    random.Random(seed).shuffle(train_seqs)
+    val_seqs = encode_docs(val_docs, True)
+    train_stream = [i for s in train_seqs for i in s]
+    val_stream = [i for s in val_seqs for i in s]
+    record = {"train": len(train_stream), "val": len(val_stream), "chat_examples": len(chat_docs),
+              "train_bytes_per_token":
+              round(sum(len(d.encode()) for d in train_docs + chat_docs) / len(train_stream), 3)}
+    return train_stream, val_stream, record
+
+
+def corpus_documents(log):
+    """The corpus with its training documents, chat examples (rendered) and held-out documents."""
+    corpus = corpus_lib.load()
+    train_files = [f for f in corpus.files if not f.is_val]
+    val_files = [f for f in corpus.files if f.is_val]
+    train_docs = corpus_lib.documents(train_files)
+    val_docs = corpus_lib.documents(val_files)
+    pairs = corpus_lib.chat_pairs(train_files)
+    chat_docs = [tokenizer_build.render_chat([{"role": "user", "content": u}, {"role": "assistant", "content": a}],
+                                             add_generation_prompt=False) for u, a in pairs]
+    log(f"corpus: {len(corpus.files)} files, {corpus.total_bytes()} bytes, sha256 {corpus.sha256[:16]}; "
+        f"{len(train_docs)} train / {len(val_docs)} val documents, {len(chat_docs)} chat examples")
+    return corpus, train_docs, chat_docs, val_docs
 
 def write_model_folder(model, model_dir, tokenizer_json, args, log):
     """The Hugging Face folder: bf16 weights, config, tokenizer files, generation config."""

@@ -66,14 +66,16 @@ def loss_of(model, x, y):
 
 
 @torch.no_grad()
-def evaluate(model, val_batches):
+def evaluate(model, val_batches, loss_fn=loss_of):
     model.eval()
-    losses = [loss_of(model, x, y).item() for x, y in val_batches]
+    losses = [loss_fn(model, x, y).item() for x, y in val_batches]
     model.train()
     return sum(losses) / len(losses)
 
 
-def train(model, train_stream, val_stream, args, log):
+def train(model, train_stream, val_stream, args, log, loss_fn=loss_of):
+    """Trains on loss_fn(model, inputs, next ids) (cross-entropy by default; a draft passes its distillation loss),
+    keeping the weights of the best held-out value of the same loss."""
     device = next(model.parameters()).device
     torch.manual_seed(args.seed)
     batches = Batches(train_stream, args.seq_len, args.batch_size, args.seed, device)
@@ -108,7 +110,7 @@ def train(model, train_stream, val_stream, args, log):
         for group in opt.param_groups:
             group["lr"] = lr
         x, y = batches.next()
-        loss = loss_of(model, x, y)
+        loss = loss_fn(model, x, y)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), args.grad_clip)
         opt.step()
@@ -119,7 +121,7 @@ def train(model, train_stream, val_stream, args, log):
         if step % args.eval_every == 0 or last:
             train_loss = torch.stack(recent).mean().item()
             recent = []
-            val_loss = evaluate(model, val_batches)
+            val_loss = evaluate(model, val_batches, loss_fn)
             elapsed = time.time() - start
             history.append({"step": step, "train_loss": round(train_loss, 4), "val_loss": round(val_loss, 4),
                             "lr": lr, "seconds": round(elapsed, 1)})
@@ -132,7 +134,7 @@ def train(model, train_stream, val_stream, args, log):
     torch.cuda.synchronize()
     seconds = time.time() - start
     if best["state"] is None:  # stopped before the first evaluation
-        best = {"val_loss": evaluate(model, val_batches), "step": step, "state": model.state_dict()}
+        best = {"val_loss": evaluate(model, val_batches, loss_fn), "step": step, "state": model.state_dict()}
     model.load_state_dict(best["state"])
     return {
         "steps_planned": total, "steps_run": step, "seconds": round(seconds, 1),
