@@ -216,6 +216,75 @@ TEST(CudaSampling, MaskedRowsMatchCpu) {
   }
 }
 
+// Speculative sampling (sample_with_drafts): rows of every parameter mix checking drafts whose logits are the
+// row's own plus noise (drafts drawn from them: mostly accepted) or unrelated (drafted ids drawn from them or
+// uniformly: mostly refused, then drawn from the residual), some rows without a draft, some masked. The CUDA
+// ids must be the CPU reference's, run after run, and both paths (accepted, residual) must occur.
+TEST(CudaSampling, DraftsMatchCpu) {
+  TIDE_REQUIRE_GPU();
+  for (const int64_t vocab : {int64_t{1001}, int64_t{256000}}) {
+    SCOPED_TRACE(::testing::Message() << "V " << vocab);
+    const int64_t num_rows = 64, num_drafts = 56;
+    Batch b = random_batch(num_rows, vocab, 11);
+    const Batch q = random_batch(num_drafts, vocab, 12);
+    std::mt19937 rng(13);
+    std::normal_distribution<float> noise(0.0f, 0.5f);
+    std::vector<float> q_logits(q.logits);
+    std::vector<SamplingRow> q_rows(q.rows);
+    for (int64_t j = 0; j < num_drafts; ++j) {
+      if (q_rows[j].temperature == 0) q_rows[j].temperature = 0.8f;
+      q_rows[j].seed = rng();
+      if (j % 2 == 0) {  // close to the row that checks it (row j)
+        for (int64_t i = 0; i < vocab; ++i) q_logits[j * vocab + i] = b.logits[j * vocab + i] + noise(rng);
+      }
+    }
+    // Drafted ids: drawn from q (CPU), except every fourth, uniform.
+    CpuBackend cpu;
+    std::vector<int32_t> q_ids(static_cast<size_t>(num_drafts));
+    {
+      Tensor l = cpu.upload(q_logits.data(), DType::kF32, Shape{num_drafts, vocab});
+      Tensor ids = cpu.alloc(DType::kI32, Shape{num_drafts});
+      cpu.sample(ids, l, SamplingBatch{q_rows});
+      for (int64_t j = 0; j < num_drafts; ++j) {
+        q_ids[j] = j % 4 == 3 ? static_cast<int32_t>(rng() % vocab) : ids.as<int32_t>()[j];
+      }
+    }
+    std::vector<int32_t> index(static_cast<size_t>(num_rows));
+    for (int64_t r = 0; r < num_rows; ++r) index[r] = r < num_drafts && r % 9 != 8 ? static_cast<int32_t>(r) : -1;
+    const int64_t words = mask_words(vocab);
+    for (int64_t w = 0; w < words; ++w) b.masks.push_back(static_cast<uint32_t>(rng()) | 1u);  // about half allowed
+    for (int64_t r = 0; r < num_rows; ++r) b.mask_index.push_back(r % 5 == 4 ? 0 : -1);
+
+    const Shape shape{num_rows, vocab};
+    Tensor l_cpu = cpu.upload(b.logits.data(), DType::kF32, shape);
+    Tensor ids_cpu = cpu.alloc(DType::kI32, Shape{num_rows});
+    Tensor q_cpu = cpu.upload(q_logits.data(), DType::kF32, Shape{num_drafts, vocab});
+    cpu.sample_with_drafts(ids_cpu, l_cpu, b.view(), DraftSampling{q_cpu, q_rows, q_ids, index});
+    const std::vector<int32_t> want(ids_cpu.as<int32_t>(), ids_cpu.as<int32_t>() + num_rows);
+    int accepted = 0, refused = 0;
+    for (int64_t r = 0; r < num_rows; ++r) {
+      if (index[r] < 0 || b.rows[r].temperature == 0) continue;
+      (want[r] == q_ids[index[r]] ? accepted : refused) += 1;
+    }
+    EXPECT_GT(accepted, 5);
+    EXPECT_GT(refused, 5);
+
+    CudaBackend gpu;
+    Tensor q_gpu = gpu.upload(q_logits.data(), DType::kF32, Shape{num_drafts, vocab});
+    for (int run = 0; run < 2; ++run) {
+      Tensor l_gpu = gpu.upload(b.logits.data(), DType::kF32, shape);
+      Tensor ids_gpu = gpu.alloc(DType::kI32, Shape{num_rows});
+      gpu.sample_with_drafts(ids_gpu, l_gpu, b.view(), DraftSampling{q_gpu, q_rows, q_ids, index});
+      std::vector<int32_t> got(static_cast<size_t>(num_rows));
+      gpu.download(ids_gpu, got.data());
+      for (int64_t r = 0; r < num_rows; ++r) {
+        EXPECT_EQ(got[r], want[r]) << "run " << run << " row " << r << " (mix " << r % 8 << ", draft " << index[r] << ")";
+      }
+      EXPECT_EQ(test::to_f32(gpu, q_gpu), q_logits) << "the draft's logits are not modified";
+    }
+  }
+}
+
 TEST(CudaSampling, NoHistoryAndEmptyBatch) {
   TIDE_REQUIRE_GPU();
   CpuBackend cpu;

@@ -2,7 +2,10 @@
 // request, mixed with other requests' decodes) run their matmuls over more tokens than a decode step, on other
 // kernels, so their bf16 logits are not the decode step's bits; every golden case must still meet the bf16 greedy rule against the f32 CPU
 // reference (bf16_greedy.h), prompts that quote themselves (mostly verify steps) the same rule with twice its
-// bound, drafts must be accepted, and no block may stay in use.
+// bound, drafts must be accepted, and no block may stay in use. A fixture drafting for itself (draft-model
+// speculation): greedy ids under the same rule; sampled requests draw drafts from the draft's distribution and
+// check them on the GPU's sample op (sample_with_drafts), which must accept nearly all of them (p and q differ by
+// bf16 noise alone).
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -77,6 +80,59 @@ TEST_P(CudaSpeculative, GoldenGreedyWithinBf16NoiseAndDraftsAccepted) {
     EXPECT_GT(s.spec_accepted_tokens, 0);
     EXPECT_EQ(engine.kv_cache().pool().num_in_use(), 0);
   }
+}
+
+TEST_P(CudaSpeculative, DraftingForItselfGreedyWithinBf16NoiseAndSampledDraftsAccepted) {
+  const std::string name = GetParam();
+  const nlohmann::json g = test::read_json(fixture(name) / "golden.json");
+  EngineOptions cpu_options;
+  cpu_options.kv_cache_memory = int64_t{64} << 20;
+  Engine reference(fixture(name), std::make_unique<CpuBackend>(), cpu_options);
+  EngineOptions o;
+  o.block_size = 16;
+  o.kv_cache_memory = int64_t{256} << 20;
+  o.speculative = spec::SpeculativeConfig::parse(
+      nlohmann::json{{"model", fixture(name).string()}, {"num_speculative_tokens", 4}}.dump());
+  Engine engine(fixture(name), std::make_unique<CudaBackend>(), o);
+  std::vector<BatchRequest> batch;
+  GenerateOptions options;
+  options.ignore_eos = true;
+  for (const auto& c : g["generate"]) {
+    options.max_tokens = static_cast<int64_t>(c["greedy_ids"].size());
+    batch.push_back(BatchRequest{test::ids_of(c["prompt_ids"]), options});
+  }
+  const std::vector<GenerateResult> results = engine.generate_batch(batch);
+  for (size_t i = 0; i < batch.size(); ++i) {
+    test::expect_greedy_within_bf16_noise(reference, batch[i].prompt, test::ids_of(g["generate"][i]["greedy_ids"]),
+                                          results[i].ids, test::bf16_logit_noise(g), name + " case " + std::to_string(i));
+  }
+  const EngineStats greedy = engine.stats();
+  EXPECT_GT(greedy.spec_accepted_tokens, greedy.spec_draft_tokens * 9 / 10);
+
+  GenerateOptions sampled;
+  sampled.ignore_eos = true;
+  sampled.max_tokens = 48;
+  sampled.n = 2;
+  sampled.sampling.temperature = 0.8;
+  sampled.sampling.top_k = 40;
+  sampled.sampling.top_p = 0.95;
+  sampled.sampling.seed = 7;
+  std::vector<BatchRequest> sampled_batch;
+  for (const auto& c : g["generate"]) sampled_batch.push_back(BatchRequest{test::ids_of(c["prompt_ids"]), sampled});
+  for (const GenerateResult& r : engine.generate_batch(sampled_batch)) {
+    for (const SampleResult& sample : r.samples) EXPECT_EQ(sample.ids.size(), 48u);
+  }
+  const EngineStats s = engine.stats();
+  const int64_t drafted = s.spec_draft_tokens - greedy.spec_draft_tokens;
+  const int64_t accepted = s.spec_accepted_tokens - greedy.spec_accepted_tokens;
+  std::printf("[ spec     ] %s drafting for itself: greedy %ld of %ld drafts accepted, sampled %ld of %ld\n", name.c_str(),
+              static_cast<long>(greedy.spec_accepted_tokens), static_cast<long>(greedy.spec_draft_tokens),
+              static_cast<long>(accepted), static_cast<long>(drafted));
+  EXPECT_GT(drafted, 100);
+  EXPECT_GT(accepted, drafted * 85 / 100);
+  EXPECT_EQ(engine.kv_cache().pool().num_in_use(), 0);
+  ASSERT_NE(engine.draft_kv_cache(), nullptr);
+  EXPECT_EQ(engine.draft_kv_cache()->pool().stats().in_use_blocks, 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, CudaSpeculative, ::testing::Values("cohere2-tiny", "cohere2-tiny-hd128"));

@@ -127,7 +127,7 @@ CudaBackend::CudaBackend(int device)
   }
   TIDE_CUDA_CHECK(cudaDeviceSynchronize());  // the memsets ran on the legacy stream, which ours do not wait for
   split_scratch_ = main_split_scratch_;
-  TIDE_CUDA_CHECK(cudaEventCreateWithFlags(&sample_staged_, cudaEventDisableTiming));
+  for (SampleSlot& slot : sample_slots_) TIDE_CUDA_CHECK(cudaEventCreateWithFlags(&slot.staged, cudaEventDisableTiming));
   for (cudaEvent_t& e : staging_done_) TIDE_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
 }
 
@@ -139,11 +139,13 @@ CudaBackend::~CudaBackend() {
     a->closing = true;  // tensors that outlive the backend free their memory directly
   }
   matmul_plans_.clear();
-  cudaFreeHost(sample_staging_);
+  for (SampleSlot& slot : sample_slots_) {
+    cudaFreeHost(slot.staging);
+    cudaFree(slot.device);
+    cudaEventDestroy(slot.staged);
+  }
   cudaFreeHost(staging_);
   for (cudaEvent_t e : staging_done_) cudaEventDestroy(e);
-  cudaFree(sample_device_);
-  cudaEventDestroy(sample_staged_);
   cudaFree(main_workspace_);
   cudaFree(side_workspace_);
   cudaFree(main_split_scratch_);
@@ -414,31 +416,52 @@ void CudaBackend::add(Tensor out, const Tensor& a, const Tensor& b) {
 
 // out_ids: [R] i32, logits: [R, V] f32
 void CudaBackend::sample(Tensor out_ids, Tensor logits, const SamplingBatch& batch) {
+  sample_rows(out_ids, logits, batch, nullptr);
+}
+
+// The same, rows with a draft checking it (draft logits: [J, V] f32 in device memory)
+void CudaBackend::sample_with_drafts(Tensor out_ids, Tensor logits, const SamplingBatch& batch,
+                                     const DraftSampling& drafts) {
+  sample_rows(out_ids, logits, batch, &drafts);
+}
+
+void CudaBackend::sample_rows(Tensor out_ids, Tensor logits, const SamplingBatch& batch, const DraftSampling* drafts) {
   float* l = typed<float>(logits, DType::kF32, "sample logits");
   int32_t* ids = typed<int32_t>(out_ids, DType::kI32, "sample ids");
   const int64_t num_rows = logits.dim(0), vocab = logits.dim(1);
   TIDE_CHECK(out_ids.numel() == num_rows);
   check_sampling_batch(batch, num_rows, vocab);
+  if (drafts != nullptr) check_draft_sampling(*drafts, num_rows, vocab);
   if (num_rows == 0) return;
 
-  // Staging layout: rows, history_starts, history, mask_index, masks, each 16-byte aligned.
+  // Staging layout: rows, history_starts, history, mask_index, then the drafts' rows, ids and index, then masks,
+  // each 16-byte aligned.
   auto align = [](size_t n) { return (n + 15) / 16 * 16; };
   const size_t rows_bytes = align(batch.rows.size_bytes());
   const size_t starts_bytes = align(batch.history_starts.size_bytes());
   const size_t history_bytes = align(batch.history.size_bytes());
   const size_t index_bytes = align(batch.mask_index.size_bytes());
-  const size_t masks_at = rows_bytes + starts_bytes + history_bytes + index_bytes;
+  const size_t drafts_at = rows_bytes + starts_bytes + history_bytes + index_bytes;
+  const size_t draft_rows_bytes = drafts != nullptr ? align(drafts->rows.size_bytes()) : 0;
+  const size_t draft_ids_bytes = drafts != nullptr ? align(drafts->ids.size_bytes()) : 0;
+  const size_t draft_index_bytes = drafts != nullptr ? align(drafts->index.size_bytes()) : 0;
+  const size_t masks_at = drafts_at + draft_rows_bytes + draft_ids_bytes + draft_index_bytes;
   const size_t bytes = masks_at + batch.masks.size_bytes();
-  TIDE_CUDA_CHECK(cudaEventSynchronize(sample_staged_));  // the previous copy has left the staging
-  if (bytes > sample_capacity_) {
+  SampleSlot& slot = sample_slots_[sample_next_];
+  sample_next_ = (sample_next_ + 1) % kSampleSlots;
+  TIDE_CUDA_CHECK(cudaEventSynchronize(slot.staged));  // the slot's previous copy has left the staging
+  if (bytes > slot.capacity) {
     TIDE_CUDA_CHECK(cudaStreamSynchronize(stream_));  // no queued kernel still reads the old device buffer
-    cudaFreeHost(sample_staging_);
-    cudaFree(sample_device_);
-    sample_capacity_ = std::max<size_t>(bytes * 2, 64 << 10);
-    TIDE_CUDA_CHECK(cudaHostAlloc(&sample_staging_, sample_capacity_, cudaHostAllocDefault));
-    TIDE_CUDA_CHECK(cudaMalloc(&sample_device_, sample_capacity_));
+    cudaFreeHost(slot.staging);
+    cudaFree(slot.device);
+    slot.staging = slot.device = nullptr;
+    slot.capacity = 0;
+    const size_t capacity = std::max<size_t>(bytes * 2, 64 << 10);
+    TIDE_CUDA_CHECK(cudaHostAlloc(&slot.staging, capacity, cudaHostAllocDefault));
+    TIDE_CUDA_CHECK(cudaMalloc(&slot.device, capacity));
+    slot.capacity = capacity;
   }
-  auto* staging = static_cast<unsigned char*>(sample_staging_);
+  auto* staging = static_cast<unsigned char*>(slot.staging);
   std::memcpy(staging, batch.rows.data(), batch.rows.size_bytes());
   if (!batch.history_starts.empty()) {
     std::memcpy(staging + rows_bytes, batch.history_starts.data(), batch.history_starts.size_bytes());
@@ -451,10 +474,16 @@ void CudaBackend::sample(Tensor out_ids, Tensor logits, const SamplingBatch& bat
                 batch.mask_index.size_bytes());
     if (!batch.masks.empty()) std::memcpy(staging + masks_at, batch.masks.data(), batch.masks.size_bytes());
   }
-  TIDE_CUDA_CHECK(cudaMemcpyAsync(sample_device_, sample_staging_, bytes, cudaMemcpyHostToDevice, stream_));
-  TIDE_CUDA_CHECK(cudaEventRecord(sample_staged_, stream_));
+  if (drafts != nullptr) {
+    std::memcpy(staging + drafts_at, drafts->rows.data(), drafts->rows.size_bytes());
+    std::memcpy(staging + drafts_at + draft_rows_bytes, drafts->ids.data(), drafts->ids.size_bytes());
+    std::memcpy(staging + drafts_at + draft_rows_bytes + draft_ids_bytes, drafts->index.data(),
+                drafts->index.size_bytes());
+  }
+  TIDE_CUDA_CHECK(cudaMemcpyAsync(slot.device, slot.staging, bytes, cudaMemcpyHostToDevice, stream_));
+  TIDE_CUDA_CHECK(cudaEventRecord(slot.staged, stream_));
 
-  auto* device = static_cast<unsigned char*>(sample_device_);
+  auto* device = static_cast<unsigned char*>(slot.device);
   cuda::SampleParams p{};
   p.out_ids = ids;
   p.logits = l;
@@ -465,6 +494,12 @@ void CudaBackend::sample(Tensor out_ids, Tensor logits, const SamplingBatch& bat
                      ? nullptr
                      : reinterpret_cast<const int32_t*>(device + rows_bytes + starts_bytes + history_bytes);
   p.masks = reinterpret_cast<const uint32_t*>(device + masks_at);
+  if (drafts != nullptr) {
+    p.draft_logits = typed<float>(drafts->logits, DType::kF32, "draft logits");
+    p.draft_rows = reinterpret_cast<const SamplingRow*>(device + drafts_at);
+    p.draft_ids = reinterpret_cast<const int32_t*>(device + drafts_at + draft_rows_bytes);
+    p.draft_index = reinterpret_cast<const int32_t*>(device + drafts_at + draft_rows_bytes + draft_ids_bytes);
+  }
   p.num_rows = num_rows;
   p.vocab = vocab;
   cuda::launch_sample(p, stream_);

@@ -84,6 +84,8 @@ class CudaBackend final : public Backend {
   // The per-row arrays travel in one asynchronous copy from pinned staging into a device buffer, both kept
   // and grown as needed (a CUDA graph can capture the copy and the kernel once their capacity suffices).
   void sample(Tensor out_ids, Tensor logits, const SamplingBatch& batch) override;
+  bool supports_draft_sampling() const override { return true; }
+  void sample_with_drafts(Tensor out_ids, Tensor logits, const SamplingBatch& batch, const DraftSampling& drafts) override;
   // Chosen ids are not checked on the host (they are device data): one outside [0, V) gets a NaN logprob.
   void logprobs(Tensor out_values, Tensor out_ids, const Tensor& logits, const Tensor& chosen_ids, int n) override;
   void copy_blocks(KvStorage& device, Tensor& host, std::span<const BlockCopy> copies) override;
@@ -122,6 +124,8 @@ class CudaBackend final : public Backend {
   static void set_programmatic_launch(bool on);
 
  private:
+  // sample() and sample_with_drafts() (drafts null: none): the per-row arrays staged in one copy, one launch.
+  void sample_rows(Tensor out_ids, Tensor logits, const SamplingBatch& batch, const DraftSampling* drafts);
   struct Allocator;   // caching device allocator, shared with the tensors it handed out
   // cuBLASLt descriptors and algorithm of one matmul shape (cuda_matmul.cpp).
   struct MatmulPlan {
@@ -172,12 +176,18 @@ class CudaBackend final : public Backend {
   void* main_split_scratch_ = nullptr;
   void* side_split_scratch_ = nullptr;
   size_t workspace_bytes_ = 0;
-  // The sample op's per-row arrays: pinned staging, its device copy, and the event of the last copy (the
-  // staging is rewritten only once that copy has run).
-  void* sample_staging_ = nullptr;
-  void* sample_device_ = nullptr;
-  size_t sample_capacity_ = 0;
-  cudaEvent_t sample_staged_ = nullptr;
+  // The sample op's per-row arrays: kSampleSlots pinned stagings, each with its device copy and the event of its
+  // last copy (a staging is rewritten only once that copy has run), used in turn so that the host can queue
+  // several sample ops ahead of the GPU (chained draft steps) without waiting.
+  struct SampleSlot {
+    void* staging = nullptr;
+    void* device = nullptr;
+    size_t capacity = 0;
+    cudaEvent_t staged = nullptr;
+  };
+  static constexpr int kSampleSlots = 4;
+  SampleSlot sample_slots_[kSampleSlots];
+  int sample_next_ = 0;
   // upload_into_as()'s pinned staging: kStagingSlots buffers of kStagingSlotBytes (allocated at the first
   // upload), each with the event of the last transfer that read it; used in turn.
   static constexpr int kStagingSlots = 4;

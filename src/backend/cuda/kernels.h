@@ -269,6 +269,11 @@ struct SampleParams {
   const HistoryToken* history;    // [N]
   const int32_t* mask_index;      // [R], or null: no row constrained
   const uint32_t* masks;          // [M, ceil(V / 32)]
+  // Speculative sampling (Backend::sample_with_drafts), or all null: row r checks draft draft_index[r] when >= 0.
+  const float* draft_logits;      // [J, V], not modified
+  const SamplingRow* draft_rows;  // [J]
+  const int32_t* draft_ids;       // [J]
+  const int32_t* draft_index;     // [R]
   int64_t num_rows, vocab;
 };
 void launch_sample(const SampleParams& p, cudaStream_t stream);
