@@ -250,8 +250,9 @@ std::vector<KvStorage> Cohere2Model::allocate_kv(int64_t block_size, int32_t num
   return std::vector<KvStorage>(config_.groups.size(), KvStorage{data, layers, block_size, scales});
 }
 
-Tensor Cohere2Model::forward(const ForwardBatch& batch, std::vector<KvStorage>& kv) const {
+Tensor Cohere2Model::forward(const ForwardBatch& batch, std::vector<KvStorage>& kv, const Tensor* token_ids) const {
   TIDE_CHECK(kv.size() == config_.groups.size());
+  TIDE_CHECK(token_ids == nullptr || (token_ids->dtype == DType::kI32 && token_ids->numel() == std::ssize(batch.token_ids)));
   const int64_t block_size = kv.front().block_size;
   const auto num_tokens = std::ssize(batch.token_ids);
   bool all_rows = std::ssize(batch.logit_indices) == num_tokens;
@@ -263,9 +264,10 @@ Tensor Cohere2Model::forward(const ForwardBatch& batch, std::vector<KvStorage>& 
   const auto seqs_padded = static_cast<int64_t>(std::bit_ceil(static_cast<uint64_t>(std::max<size_t>(batch.seqs.size(), 1))));
   if (graphs_enabled_ && !graphs_->unsupported && all_rows && uniform && per_seq <= kMaxGraphSeqTokens &&
       seqs_padded * per_seq <= kMaxGraphBatch) {
-    return forward_graph(batch, per_seq, kv);
+    return forward_graph(batch, per_seq, kv, token_ids);
   }
   const StepMetadata meta = upload_metadata(host_metadata(batch, config_, block_size, 0), *backend_, block_size);
+  if (token_ids != nullptr) backend_->copy(meta.token_ids, token_ids->reshape(meta.token_ids.shape));
   Tensor logits = backend_->alloc(DType::kF32, Shape{meta.logit_rows.numel(), config_.vocab_size});
   run_layers(meta, kv, logits);
   return logits;
@@ -275,7 +277,8 @@ Tensor Cohere2Model::forward(const ForwardBatch& batch, std::vector<KvStorage>& 
 // is padded to a power of two of sequences (pad_uniform), and its positions' bucket (a power of two) fixes the
 // block tables' width and the attention launch, so steps of one bucket replay the same graph with new inputs.
 // The first step of a bucket runs eagerly (loading kernels, choosing matmul algorithms), then is recorded.
-Tensor Cohere2Model::forward_graph(const ForwardBatch& batch, int64_t per_seq, std::vector<KvStorage>& kv) const {
+Tensor Cohere2Model::forward_graph(const ForwardBatch& batch, int64_t per_seq, std::vector<KvStorage>& kv,
+                                   const Tensor* token_ids) const {
   Backend& b = *backend_;
   const int64_t block_size = kv.front().block_size;
   const auto num_tokens = std::ssize(batch.token_ids);
@@ -291,13 +294,19 @@ Tensor Cohere2Model::forward_graph(const ForwardBatch& batch, int64_t per_seq, s
   if (cache.logits.empty()) cache.logits = b.alloc(DType::kF32, Shape{kMaxGraphBatch, config_.vocab_size});
   const Tensor logits = cache.logits.slice_rows(0, bucket * per_seq);
   const auto key = std::make_tuple(bucket, per_seq, positions);
+  // The device's ids over the first tokens of the padded batch (the padding keeps its placeholder ids).
+  const auto take_ids = [&](const StepMetadata& meta) {
+    if (token_ids != nullptr) b.copy(meta.token_ids.slice_rows(0, num_tokens), token_ids->reshape(Shape{num_tokens}));
+  };
   auto it = cache.entries.find(key);
   if (it != cache.entries.end()) {
     update_metadata(it->second.meta, host, b);
+    take_ids(it->second.meta);
     it->second.graph->replay();
     return logits.slice_rows(0, num_tokens);
   }
   StepMetadata meta = upload_metadata(host, b, block_size);
+  take_ids(meta);
   run_layers(meta, kv, logits);
   std::unique_ptr<Backend::Graph> graph = b.capture([&] { run_layers(meta, kv, logits); });
   if (graph) {

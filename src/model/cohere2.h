@@ -45,13 +45,17 @@ class Cohere2Model {
   // next call. Batches whose every token is a logit row, the same number (at most 8) per sequence (decodes,
   // speculative verify steps), of up to 256 rows once padded, replay a recorded graph where the backend records them (see
   // set_graphs_enabled); the results are the same either way, within the rounding of the padded shapes.
-  Tensor forward(const ForwardBatch& batch, std::vector<KvStorage>& kv) const;
+  // `token_ids`, when given ([T] i32 in backend memory), holds the step's token ids in place of batch.token_ids
+  // (whose values are then not read): a step can take the ids a previous step sampled on the device without
+  // the host waiting for them (draft-model speculation's chained draft steps).
+  Tensor forward(const ForwardBatch& batch, std::vector<KvStorage>& kv, const Tensor* token_ids = nullptr) const;
   // Whether forward() may record and replay decode steps (default: yes; off is vLLM's --enforce-eager).
   void set_graphs_enabled(bool enabled) { graphs_enabled_ = enabled; }
 
  private:
   // A batch of sequences that bring per_seq tokens each (forward()'s graph condition).
-  Tensor forward_graph(const ForwardBatch& batch, int64_t per_seq, std::vector<KvStorage>& kv) const;
+  Tensor forward_graph(const ForwardBatch& batch, int64_t per_seq, std::vector<KvStorage>& kv,
+                       const Tensor* token_ids) const;
   // The layers, the final norm and the logits of meta.logit_rows into `logits` [R, vocab] f32.
   void run_layers(const StepMetadata& meta, std::vector<KvStorage>& kv, Tensor logits) const;
 

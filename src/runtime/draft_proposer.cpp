@@ -94,16 +94,19 @@ const DraftSampling* DraftProposer::sampling(const ScheduledStep& step, const Sc
   return any ? &sampling_ : nullptr;
 }
 
-std::vector<int32_t> DraftProposer::step(const ForwardBatch& batch, std::span<const SamplingRow> rows, bool keep) {
+int64_t DraftProposer::step(const ForwardBatch& batch, std::span<const SamplingRow> rows, bool keep, Tensor ids,
+                            const Tensor* token_ids) {
   ++num_steps_;
   num_tokens_ += static_cast<int64_t>(batch.token_ids.size());
+  const int64_t first = logits_used_;
   Tensor kept;
   if (keep) {
     const auto n = static_cast<int64_t>(rows.size());
     kept = logits_.slice_rows(logits_used_, logits_used_ + n);
     logits_used_ += n;
   }
-  return executor_.draft_step(batch, rows, kept);
+  executor_.draft_step(batch, rows, kept, ids, token_ids);
+  return first;
 }
 
 void DraftProposer::run(std::span<const DraftRequest> requests) {
@@ -187,18 +190,39 @@ void DraftProposer::run(std::span<const DraftRequest> requests) {
     row.counter += static_cast<uint64_t>(j);
     rows_.push_back(row);
   };
-  // Runs `batch`, whose rows draw draft j of every entry with more than j drafts (or one unused row when
-  // `catching_up`), and records the drafts.
-  const auto run_step = [&](const ForwardBatch& batch, int64_t j, bool catching_up) {
-    const int64_t first = logits_used_;
-    const std::vector<int32_t> ids = step(batch, rows_, sampled && !catching_up);
+  // When every sequence that drafts drafts as many tokens, the steps after the first have the same rows in the
+  // same order, and each takes its token ids from the previous step's ids on the device: the host queues all
+  // the steps and waits once, for all the drafts. Otherwise it downloads each step's ids to build the next.
+  int64_t rows_per_step = 0;
+  bool chained = true;
+  for (const Entry& e : entries) {
+    if (e.drafts == 0) continue;
+    ++rows_per_step;
+    chained = chained && e.drafts == most_drafts;
+  }
+  const int64_t id_rows = std::max<int64_t>(rows_per_step, 1);  // a step of catching up alone samples one row
+  const Tensor ids = executor_.backend().alloc_uninitialized(DType::kI32, Shape{std::max<int64_t>(most_drafts, 1) * id_rows});
+  // The ids of step j's `n` rows.
+  const auto ids_of = [&](int64_t j, int64_t n) { return ids.slice_rows(j * id_rows, j * id_rows + n); };
+  std::vector<int32_t> host_ids;
+  std::vector<int64_t> first_rows;  // per step, its first row of logits_
+  // Records draft j of every entry with more than j drafts from the step's ids on the host.
+  const auto record = [&](int64_t j, const int32_t* step_ids) {
     size_t row = 0;
     for (const Entry& e : entries) {
       if (e.drafts <= j) continue;
-      e.seq->draft.push_back(ids[row]);
-      if (e.request->row.temperature > 0) e.seq->logits_rows.push_back(static_cast<int32_t>(first + static_cast<int64_t>(row)));
+      e.seq->draft.push_back(step_ids[row]);
+      if (e.request->row.temperature > 0) {
+        e.seq->logits_rows.push_back(static_cast<int32_t>(first_rows[static_cast<size_t>(j)] + static_cast<int64_t>(row)));
+      }
+      if (j + 1 < e.drafts) e.seq->pending.push_back(step_ids[row]);  // computed by the next step
       ++row;
     }
+  };
+  const auto download_step = [&](int64_t j, int64_t num_rows) {
+    host_ids.resize(static_cast<size_t>(num_rows));
+    executor_.backend().download(ids_of(j, num_rows), host_ids.data());
+    record(j, host_ids.data());
   };
 
   try {
@@ -216,27 +240,36 @@ void DraftProposer::run(std::span<const DraftRequest> requests) {
       }
     }
     // A step of catching up alone still computes one row (its id is not used).
-    const bool catching_up = batch.logit_indices.empty();
-    if (catching_up) {
+    if (batch.logit_indices.empty()) {
       batch.logit_indices.push_back(static_cast<int32_t>(batch.token_ids.size() - 1));
       rows_.emplace_back();
+      step(batch, rows_, false, ids_of(0, 1), nullptr);
+      return;
     }
-    run_step(batch, 0, catching_up);
+    first_rows.push_back(step(batch, rows_, sampled, ids_of(0, rows_per_step), nullptr));
+    if (!chained) download_step(0, rows_per_step);
     for (int64_t j = 1; j < most_drafts; ++j) {
       batch = ForwardBatch{};
       rows_.clear();
       for (const Entry& e : entries) {
         if (e.drafts <= j) continue;
-        const int32_t token = e.seq->draft[static_cast<size_t>(j - 1)];
         batch.logit_indices.push_back(static_cast<int32_t>(batch.token_ids.size()));
-        batch.token_ids.push_back(token);
+        // Chained: a placeholder, the step reads the previous step's ids on the device.
+        batch.token_ids.push_back(chained ? 0 : e.seq->draft[static_cast<size_t>(j - 1)]);
         ForwardSequence fs{e.n + j - 1, 1, {}};
         for (const std::vector<int32_t>& table : e.seq->kv.block_tables) fs.block_tables.emplace_back(table);
         batch.seqs.push_back(std::move(fs));
-        e.seq->pending.push_back(token);
         draw(e, j);
       }
-      run_step(batch, j, false);
+      const auto num_rows = static_cast<int64_t>(rows_.size());
+      const Tensor previous = ids_of(j - 1, num_rows);
+      first_rows.push_back(step(batch, rows_, sampled, ids_of(j, num_rows), chained ? &previous : nullptr));
+      if (!chained) download_step(j, num_rows);
+    }
+    if (chained) {
+      host_ids.resize(static_cast<size_t>(ids.numel()));
+      executor_.backend().download(ids, host_ids.data());
+      for (int64_t j = 0; j < most_drafts; ++j) record(j, host_ids.data() + j * id_rows);
     }
     TIDE_CHECK(!sampled || logits_used_ == kept_rows);
   } catch (...) {

@@ -84,8 +84,10 @@ class DraftProposer {
   // Commits the pending tokens that `tokens` confirms (a common prefix), gives back the blocks of the rest.
   void sync(Sequence& s, std::span<const int32_t> tokens);
   void drop(Sequence& s);
-  // One draft step; `keep`: its logits go to the next rows of logits_.
-  std::vector<int32_t> step(const ForwardBatch& batch, std::span<const SamplingRow> rows, bool keep);
+  // One draft step sampling into `ids` (token ids from `token_ids` when given); `keep`: its logits go to the next
+  // rows of logits_. Returns the first of those rows.
+  int64_t step(const ForwardBatch& batch, std::span<const SamplingRow> rows, bool keep, Tensor ids,
+               const Tensor* token_ids);
 
   ModelExecutor& executor_;
   KvCacheManager& kv_;

@@ -29,16 +29,13 @@ void ModelExecutor::allocate_draft_kv(int64_t block_size, int32_t num_blocks, Kv
   }
 }
 
-std::vector<int32_t> ModelExecutor::draft_step(const ForwardBatch& batch, std::span<const SamplingRow> rows, Tensor keep) {
-  TIDE_CHECK(draft_ != nullptr && !batch.logit_indices.empty() && rows.size() == batch.logit_indices.size());
-  const Tensor logits = draft_->forward(batch, draft_kv_);
+void ModelExecutor::draft_step(const ForwardBatch& batch, std::span<const SamplingRow> rows, Tensor keep, Tensor ids,
+                               const Tensor* token_ids) {
+  TIDE_CHECK(draft_ != nullptr && !batch.logit_indices.empty() && rows.size() == batch.logit_indices.size() &&
+             ids.numel() == std::ssize(rows));
+  const Tensor logits = draft_->forward(batch, draft_kv_, token_ids);
   if (keep.data != nullptr) backend_->copy(keep, logits);
-  const auto num_rows = static_cast<int64_t>(rows.size());
-  Tensor ids = backend_->alloc_uninitialized(DType::kI32, Shape{num_rows});
   backend_->sample(ids, logits, SamplingBatch{rows, {}, {}, {}, {}});
-  std::vector<int32_t> out(static_cast<size_t>(num_rows));
-  backend_->download(ids, out.data());
-  return out;
 }
 
 void ModelExecutor::allocate_kv(int64_t block_size, const KvArenaSpec& arena, KvCacheDtype dtype) {

@@ -58,10 +58,13 @@ class ModelExecutor {
   void allocate_kv(int64_t block_size, const KvArenaSpec& arena, KvCacheDtype dtype);
   // Allocates the draft model's KV storage: `num_blocks` blocks of its own (no host tier).
   void allocate_draft_kv(int64_t block_size, int32_t num_blocks, KvCacheDtype dtype);
-  // One step of the draft model over `batch` (its K/V written into the draft's storage) and the id the sample
-  // op draws from each of its logit rows with `rows` (temperature 0: the argmax), on the host; the logits are
-  // copied into `keep` first when it is not empty ([rows, vocab] f32). Throws as execute does.
-  std::vector<int32_t> draft_step(const ForwardBatch& batch, std::span<const SamplingRow> rows, Tensor keep = {});
+  // One step of the draft model over `batch` (its K/V written into the draft's storage; the token ids from
+  // `token_ids` when given, in backend memory) and the id the sample op draws from each of its logit rows with
+  // `rows` (temperature 0: the argmax) into `ids` ([rows] i32, backend memory); the logits are copied into `keep`
+  // first when it is not empty ([rows, vocab] f32). Queued on the backend: nothing waits for the step, so a
+  // next step can take `ids` as its token ids. Throws as execute does.
+  void draft_step(const ForwardBatch& batch, std::span<const SamplingRow> rows, Tensor keep, Tensor ids,
+                  const Tensor* token_ids = nullptr);
   // Runs block copies between the arena and its host tier, in order.
   void copy_blocks(std::span<const BlockCopy> copies);
   // Runs `step` (not empty; its copies ran before, copy_blocks): the forward pass, the sample op over its rows
