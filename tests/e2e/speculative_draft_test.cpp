@@ -173,15 +173,21 @@ class PointMassDrafts : private CpuHolder, public ForwardingBackend {
   bool supports_draft_sampling() const override { return false; }
 };
 
+// Two prompts that quote a passage (cut after 40 and 120 characters), in the demo model's tokens.
+std::vector<std::vector<int32_t>> demo_quoting_prompts(const std::filesystem::path& dir) {
+  const Tokenizer tokenizer = Tokenizer::from_dir(dir);
+  std::vector<std::vector<int32_t>> prompts;
+  for (size_t cut : {40, 120}) prompts.push_back(tokenizer.encode(test::quoted_passage(cut)));
+  return prompts;
+}
+
 // Sampled requests on the demo model drafting for itself, on prompts that quote a passage (temperature,
 // top-k / top-p, penalties, two samples per prompt). Drafts that are the draft's argmax keep every draw, so
 // ids equal those without speculation; drafts drawn from the draft's distribution and checked against it
 // (the CPU backend's default) are accepted more often.
 TEST(DraftDemo, SampledRequestsPointMassAndDistributionDrafts) {
   const std::filesystem::path dir = test::bundled_model("tide-demo");
-  const Tokenizer tokenizer = Tokenizer::from_dir(dir);
-  std::vector<std::vector<int32_t>> prompts;
-  for (size_t cut : {40, 120}) prompts.push_back(tokenizer.encode(test::quoted_passage(cut)));
+  const std::vector<std::vector<int32_t>> prompts = demo_quoting_prompts(dir);
   GenerateOptions options;
   options.max_tokens = 40;
   options.ignore_eos = true;
@@ -220,9 +226,7 @@ TEST(DraftDemo, SampledRequestsPointMassAndDistributionDrafts) {
 // accepted (42% measured; an untrained draft of this shape agrees with the demo model's argmax at 2% of positions).
 TEST(DraftDemo, BundledDraftKeepsGreedyIdsAndIsAccepted) {
   const std::filesystem::path dir = test::bundled_model("tide-demo");
-  const Tokenizer tokenizer = Tokenizer::from_dir(dir);
-  std::vector<std::vector<int32_t>> prompts;
-  for (size_t cut : {40, 120}) prompts.push_back(tokenizer.encode(test::quoted_passage(cut)));
+  const std::vector<std::vector<int32_t>> prompts = demo_quoting_prompts(dir);
   GenerateOptions options;
   options.max_tokens = 64;
   options.ignore_eos = true;

@@ -75,9 +75,15 @@ def parse_args():
 
 def main():
     args = parse_args()
-    t0 = time.time()
     os.makedirs(os.path.join(args.out, "model"), exist_ok=True)
     os.makedirs(os.path.join(args.out, "fixtures"), exist_ok=True)
+    run_reported(args, run, lambda: pack(args.out) if args.pack else None)
+
+
+def run_reported(args, run_fn, finish):
+    """Runs run_fn(args, log, report) with a timed log; whatever was made comes back, also after a failure:
+    training_report.json and log.txt in args.out, then finish()."""
+    t0 = time.time()
     log_lines = []
     report = {"args": vars(args)}
 
@@ -87,19 +93,17 @@ def main():
         log_lines.append(line)
 
     try:
-        run(args, log, report)
+        run_fn(args, log, report)
     except BaseException as e:
         log(f"FAILED: {e!r}")
         report["failed"] = repr(e)
         raise
     finally:
-        # Whatever was made comes back, also after a failure.
         report["total_seconds"] = round(time.time() - t0, 1)
         goldens.dump_json(os.path.join(args.out, "training_report.json"), report)
         with open(os.path.join(args.out, "log.txt"), "w", encoding="utf-8") as f:
             f.write("\n".join(log_lines) + "\n")
-        if args.pack:
-            pack(args.out)
+        finish()
 
 
 def run(args, log, report):

@@ -22,10 +22,8 @@ import random
 import shutil
 import sys
 import tarfile
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import goldens  # noqa: E402
 import make_demo_model  # noqa: E402
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "generation_config.json")
@@ -64,32 +62,16 @@ def parse_args():
 
 def main():
     args = parse_args()
-    t0 = time.time()
     os.makedirs(args.out, exist_ok=True)
-    log_lines = []
-    report = {"args": vars(args)}
 
-    def log(message):
-        line = f"[{time.time() - t0:7.1f}s] {message}"
-        print(line, flush=True)
-        log_lines.append(line)
-
-    try:
-        run(args, log, report)
-    except BaseException as e:
-        log(f"FAILED: {e!r}")
-        report["failed"] = repr(e)
-        raise
-    finally:
-        report["total_seconds"] = round(time.time() - t0, 1)
-        goldens.dump_json(os.path.join(args.out, "training_report.json"), report)
-        with open(os.path.join(args.out, "log.txt"), "w", encoding="utf-8") as f:
-            f.write("\n".join(log_lines) + "\n")
+    def finish():
         model_dir = os.path.join(args.out, "model")
         if args.pack and os.path.isdir(model_dir):
             with tarfile.open(os.path.join(args.out, "draft.tar.gz"), "w:gz") as tar:
                 tar.add(model_dir, arcname="model")
             shutil.rmtree(model_dir)
+
+    make_demo_model.run_reported(args, run, finish)
 
 
 def draft_config(target_config, args):
