@@ -5,8 +5,11 @@
 // them; and the same steps with and without programmatic
 // dependent launch (launch.cuh), bit for bit.
 #include <algorithm>
+#include <cstdio>
+#include <memory>
 
 #include "../test_util.h"
+#include "backend/cpu/cpu_backend.h"
 #include "gpu_test_util.h"
 #include "kv/kv_cache_manager.h"
 #include "model/cohere2.h"
@@ -16,8 +19,9 @@ namespace {
 
 // A model on its own backend with its own KV cache, stepped by hand.
 struct Runner {
-  explicit Runner(bool graphs, bool fp8 = false)
-      : model(Cohere2Model::load(test::fixture("cohere2-tiny-hd128"), backend, WeightLoadOptions{fp8, {}})),
+  explicit Runner(bool graphs, bool fp8 = false, bool cpu = false)
+      : backend(cpu ? std::unique_ptr<Backend>(std::make_unique<CpuBackend>()) : std::make_unique<CudaBackend>()),
+        model(Cohere2Model::load(test::fixture("cohere2-tiny-hd128"), *backend, WeightLoadOptions{fp8, {}})),
         manager(kBlockSize, model.config().group_windows(), KvArenaSpec{kBlocks, 0}, /*enable_prefix_caching=*/false),
         kv(model.allocate_kv(kBlockSize, kBlocks)) {
     model.set_graphs_enabled(graphs);
@@ -44,12 +48,12 @@ struct Runner {
       }
     }
     const Tensor logits = model.forward(batch, kv);
-    std::vector<float> out = test::to_f32(backend, logits);
+    std::vector<float> out = test::to_f32(*backend, logits);
     for (size_t i = 0; i < which.size(); ++i) manager.commit(seqs[static_cast<size_t>(which[i])], tokens[i]);
     return out;
   }
 
-  CudaBackend backend;
+  std::unique_ptr<Backend> backend;
   Cohere2Model model;
   KvCacheManager manager;
   std::vector<KvStorage> kv;
@@ -99,16 +103,24 @@ TEST(CudaGraphs, ReplayedDecodeStepsMatchEagerSteps) {
 // Verify steps: 1 + k tokens per sequence, the same k for every sequence of a step (replayed from graphs, the
 // batch padded to a power of two of sequences) or differing (op by op in both runners), one sequence crossing
 // the 256-position bucket; the steps after each read the K/V it stored, so a stale input or a row taken from
-// the wrong place would show.
+// the wrong place would show (a relative error of order 1). Both runners are also held to the CPU backend's
+// f32 (or FP8) logits of the same steps. With FP8 weights the padded token count runs other matmul kernels,
+// whose f32 sums differ in the last bits, and per-token E4M3 activations turn such differences into other
+// codes: on this random-weight fixture that is a few percent of the logits (measured: graph against eager
+// 0.047-0.059 per step, each against the CPU's FP8 0.092-0.105, as the eager prefill is), so the FP8 rule is that
+// the graph is as close to the CPU as the eager runner is.
 TEST(CudaGraphs, ReplayedVerifyStepsMatchEagerSteps) {
   TIDE_REQUIRE_GPU();
   for (bool fp8 : {false, true}) {
-    Runner graph(true, fp8), eager(false, fp8);
+    SCOPED_TRACE(fp8 ? "FP8" : "bf16");
+    Runner graph(true, fp8), eager(false, fp8), cpu(false, fp8, true);
     const int32_t vocab = static_cast<int32_t>(graph.model.config().vocab_size);
     const std::vector<int64_t> prompt_lengths = {30, 100, 240};
     for (int s = 0; s < 3; ++s) {
       const auto prompt = ids(prompt_lengths[static_cast<size_t>(s)], s + 1, vocab);
-      ASSERT_LT(test::rel_err(graph.step({s}, {prompt}), eager.step({s}, {prompt})), 1e-6);
+      const std::vector<float> e = eager.step({s}, {prompt});
+      ASSERT_LT(test::rel_err(graph.step({s}, {prompt}), e), 1e-6);
+      cpu.step({s}, {prompt});
     }
     // Tokens per sequence of each step (0: not in the step).
     const std::vector<std::vector<int64_t>> steps = {{5, 5, 5}, {3, 5, 1}, {1, 1, 1}, {5, 2, 4}, {0, 8, 3},
@@ -122,18 +134,23 @@ TEST(CudaGraphs, ReplayedVerifyStepsMatchEagerSteps) {
         which.push_back(s);
         tokens.push_back(ids(n, static_cast<int32_t>(100 * k + static_cast<size_t>(s)), vocab));
       }
-      const std::vector<float> a = graph.step(which, tokens), b = eager.step(which, tokens);
+      const std::vector<float> a = graph.step(which, tokens), b = eager.step(which, tokens), c = cpu.step(which, tokens);
       ASSERT_EQ(a.size(), b.size());
+      ASSERT_EQ(a.size(), c.size());
+      const double graph_cpu = test::rel_err(a, c), eager_cpu = test::rel_err(b, c);
+      std::printf("[ verify   ] %s step %zu: graph vs eager %.4f, graph vs cpu %.4f, eager vs cpu %.4f\n",
+                  fp8 ? "fp8" : "bf16", k, test::rel_err(a, b), graph_cpu, eager_cpu);
+      // bf16 on the GPU against f32 on the CPU: about 1e-2 (transformers' own bf16 error on this fixture).
+      EXPECT_LT(eager_cpu, fp8 ? 0.15 : 0.02) << "step " << k;
+      EXPECT_LT(graph_cpu, fp8 ? 1.15 * eager_cpu + 0.005 : 0.02) << "step " << k;
       const size_t rows = a.size() / static_cast<size_t>(vocab);
       for (size_t r = 0; r < rows; ++r) {
         const auto row = [&](const std::vector<float>& v) {
           return std::vector<float>(v.begin() + static_cast<std::ptrdiff_t>(r * vocab),
                                     v.begin() + static_cast<std::ptrdiff_t>((r + 1) * vocab));
         };
-        // As for decode steps: padding and the attention split count round differently in bf16 (FP8 weights:
-        // the padded token count may run other matmul kernels, which round differently too).
-        EXPECT_LT(test::rel_err(row(a), row(b)), 1e-2)
-            << "step " << k << " row " << r << (fp8 ? " (FP8)" : " (bf16)");
+        // As for decode steps: padding and the attention split count round differently in bf16.
+        EXPECT_LT(test::rel_err(row(a), row(b)), fp8 ? 0.15 : 1e-2) << "step " << k << " row " << r;
       }
     }
     EXPECT_GT(graph.seqs[2].num_computed(), 256);
