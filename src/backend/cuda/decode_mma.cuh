@@ -42,8 +42,9 @@ __device__ __forceinline__ void decode_scores(float (&s)[kN][4], const uint32_t 
       ldmatrix_x4(k4, fp8_codes_matrix<D>(k_tile, kk, lane));
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const uint32_t a[4] = {widen_pair(k4[2 * h], 0x1404), widen_pair(k4[2 * h + 1], 0x1404),
-                               widen_pair(k4[2 * h], 0x3424), widen_pair(k4[2 * h + 1], 0x3424)};
+        constexpr uint32_t kLow = widen_selector(0, 1), kHigh = widen_selector(2, 3);
+        const uint32_t a[4] = {widen_pair(k4[2 * h], kLow), widen_pair(k4[2 * h + 1], kLow),
+                               widen_pair(k4[2 * h], kHigh), widen_pair(k4[2 * h + 1], kHigh)};
 #pragma unroll
         for (int n = 0; n < kN; ++n) mma_bf16(kTwo && h ? s2[n] : s[n], a, q[n][2 * kk + h][0], q[n][2 * kk + h][1]);
       }
@@ -80,7 +81,7 @@ __device__ __forceinline__ void decode_pv(float (&o)[D / 16][kN][4], const uint3
       ldmatrix_x4_trans(v4, fp8_codes_matrix<D>(v_tile, cc, lane));
 #pragma unroll
       for (int odd = 0; odd < 2; ++odd) {
-        const uint32_t selector = odd ? 0x3414 : 0x2404;
+        const uint32_t selector = odd ? widen_selector(1, 3) : widen_selector(0, 2);
         const uint32_t a[4] = {widen_pair(v4[0], selector), widen_pair(v4[2], selector), widen_pair(v4[1], selector),
                                widen_pair(v4[3], selector)};
 #pragma unroll

@@ -126,22 +126,32 @@ __device__ __forceinline__ float2 lds_f32x2(uint32_t addr) {
   return v;
 }
 
-// Two FP8 E4M3 codes of `word` as a pair of exact bf16 values (bf16x2 bits): the bytes `selector` moves into
-// the high bytes of the two halves (__byte_perm: 0x1404 bytes 0 and 1, 0x3424 bytes 2 and 3, 0x2404 bytes 0
-// and 2, 0x3414 bytes 1 and 3). Each code's sign, exponent and mantissa bits go to bf16's places, which reads
-// as the code times 2^-120 (a subnormal code as a bf16 subnormal); one bf16 multiply by 2^120 makes it the
-// code, exactly. Integer and bf16x2 instructions only: conversion instructions (cvt) run at a quarter rate.
+// prmt's selector that puts byte `lo` of a word in the low bytes of the low half and byte `hi` in those of the
+// high half, each half's high byte filled with its byte's sign bit (a selector nibble of 8 + i replicates byte
+// i's sign): halves (sext(b) << 8) | b, the code sign-extended to 16 bits.
+constexpr uint32_t widen_selector(int lo, int hi) {
+  return static_cast<uint32_t>(((8 | hi) << 12) | (hi << 8) | ((8 | lo) << 4) | lo);
+}
+
+// Two FP8 E4M3 codes of `word` as a pair of exact bf16 values (bf16x2 bits), bytes `lo` and `hi`
+// (selector = widen_selector(lo, hi)). Shifting a half holding the sign-extended code left by 4 puts the code's
+// sign at bf16's sign bit and its exponent and mantissa bits at bf16's (the bits between are the sign's copies,
+// masked off), which reads as the code times 2^-120 (a subnormal code as a bf16 subnormal); one bf16 multiply
+// by 2^120 makes it the code, exactly. Four instructions (prmt, shift, and, bf16x2 multiply), no conversion
+// instruction (cvt runs at a quarter rate).
 __device__ __forceinline__ uint32_t widen_pair(uint32_t word, uint32_t selector) {
   const __nv_bfloat162 two_120 = __halves2bfloat162(__ushort_as_bfloat16(0x7B80), __ushort_as_bfloat16(0x7B80));
-  const uint32_t t = __byte_perm(word, 0, selector);
-  const uint32_t bits = (t & 0x80008000u) | ((t >> 4) & 0x07F007F0u);
+  uint32_t t;
+  asm("prmt.b32 %0, %1, 0, %2;" : "=r"(t) : "r"(word), "r"(selector));
+  const uint32_t bits = (t << 4) & 0x87F087F0u;
   const __nv_bfloat162 v = __hmul2(*reinterpret_cast<const __nv_bfloat162*>(&bits), two_120);
   return *reinterpret_cast<const uint32_t*>(&v);
 }
 
 // 8 codes (two words) as 8 exact bf16 values in order (one 16-byte chunk of a tile row).
 __device__ __forceinline__ uint4 widen8(uint32_t lo, uint32_t hi) {
-  return make_uint4(widen_pair(lo, 0x1404), widen_pair(lo, 0x3424), widen_pair(hi, 0x1404), widen_pair(hi, 0x3424));
+  constexpr uint32_t kLow = widen_selector(0, 1), kHigh = widen_selector(2, 3);
+  return make_uint4(widen_pair(lo, kLow), widen_pair(lo, kHigh), widen_pair(hi, kLow), widen_pair(hi, kHigh));
 }
 
 // Widens the kKeys rows of a landed FP8 stage's codes into the bf16 K and V tiles (widen8), spread over
