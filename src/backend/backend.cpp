@@ -1,12 +1,31 @@
 // Checks shared by every backend's implementation of the op interface.
 #include "backend/backend.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
 #include "core/error.h"
 
 namespace tide {
+
+DecodeFirstOrder decode_first_order(std::span<const int32_t> seq_starts) {
+  DecodeFirstOrder d;
+  const auto num_seqs = static_cast<int32_t>(seq_starts.size()) - 1;
+  std::vector<int32_t> others;
+  for (int32_t s = 0; s < num_seqs; ++s) {
+    const int64_t tokens = seq_starts[static_cast<size_t>(s) + 1] - seq_starts[static_cast<size_t>(s)];
+    if (tokens <= kDecodeSeqTokens) {
+      d.order.push_back(s);
+      d.max_decode_seq_tokens = std::max(d.max_decode_seq_tokens, tokens);
+    } else {
+      others.push_back(s);
+    }
+  }
+  d.num_decode_seqs = static_cast<int64_t>(d.order.size());
+  d.order.insert(d.order.end(), others.begin(), others.end());
+  return d;
+}
 
 void check_draft_sampling(const DraftSampling& d, int64_t num_rows, int64_t vocab) {
   const auto j = static_cast<int64_t>(d.rows.size());

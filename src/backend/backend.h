@@ -15,6 +15,7 @@
 #include <span>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "backend/sampling_math.h"
 #include "core/error.h"
@@ -29,6 +30,10 @@ struct AttentionShape {
   int64_t head_dim = 0;
 };
 
+// A sequence with at most this many new tokens in a step is a decode (or a speculative verify) to attention: a
+// backend may serve it with a kernel built for few query rows per sequence, also in a step that prefills others.
+inline constexpr int64_t kDecodeSeqTokens = 8;
+
 // Per-forward description of where each token's keys and values live, for one layer group.
 struct AttentionBatch {
   Tensor positions;      // [T] i32: position of each token in its sequence
@@ -38,7 +43,22 @@ struct AttentionBatch {
   int64_t block_size = 0;
   int64_t max_position = 0;    // host copy of the largest position in `positions` (sizes kernel launches)
   int64_t max_seq_tokens = 0;  // host copy of the most new tokens of one sequence (1: decode only)
+  // Optional (empty: not given): the sequences [S] i32 in decode-first order (DecodeFirstOrder), with host copies
+  // of how many decodes come first and their most new tokens. A backend may then serve a mixed step's decodes and
+  // its prefill chunks with different kernels.
+  Tensor seq_order = {};
+  int64_t num_decode_seqs = 0;
+  int64_t max_decode_seq_tokens = 0;
 };
+
+// The sequences of a step, those with at most kDecodeSeqTokens new tokens (decodes) first, then the others, each
+// kind in batch order; `seq_starts` [S + 1] as in AttentionBatch.
+struct DecodeFirstOrder {
+  std::vector<int32_t> order;
+  int64_t num_decode_seqs = 0;
+  int64_t max_decode_seq_tokens = 0;  // the most new tokens of a decode (0: none)
+};
+DecodeFirstOrder decode_first_order(std::span<const int32_t> seq_starts);
 
 // The element type of the KV cache: the backend's activation dtype, or FP8 E4M3 with one scale per stored
 // vector (--kv-cache-dtype fp8).

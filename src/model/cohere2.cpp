@@ -130,7 +130,8 @@ struct MetadataArray {
 // Every array of `m` at a 16-byte aligned offset of one buffer; its size in `bytes`. One upload per step
 // instead of one per array (8 for R7B): each is a driver call while the GPU waits for the step's graph, and at
 // small batches such calls are most of the host's time to queue a step.
-std::vector<MetadataArray> metadata_layout(const HostMetadata& m, size_t& bytes) {
+// The last array is the sequences' decode-first order (`order`, shared by the groups).
+std::vector<MetadataArray> metadata_layout(const HostMetadata& m, const DecodeFirstOrder& order, size_t& bytes) {
   const auto num_tokens = std::ssize(m.token_ids), num_seqs = std::ssize(m.seq_starts) - 1;
   std::vector<MetadataArray> arrays{{m.token_ids.data(), DType::kI32, Shape{num_tokens}},
                                     {m.logit_rows.data(), DType::kI32, Shape{std::ssize(m.logit_rows)}},
@@ -140,6 +141,7 @@ std::vector<MetadataArray> metadata_layout(const HostMetadata& m, size_t& bytes)
     arrays.push_back({m.tables[g].data(), DType::kI32, Shape{num_seqs, m.table_width}});
     arrays.push_back({m.slots[g].data(), DType::kI64, Shape{num_tokens}});
   }
+  arrays.push_back({order.order.data(), DType::kI32, Shape{num_seqs}});
   bytes = 0;
   for (MetadataArray& a : arrays) {
     a.offset = bytes;
@@ -168,7 +170,8 @@ bool logits_of_every_token(const HostMetadata& m) {
 // Uploads `m` into new tensors.
 StepMetadata upload_metadata(const HostMetadata& m, Backend& b, int64_t block_size) {
   size_t bytes = 0;
-  const std::vector<MetadataArray> arrays = metadata_layout(m, bytes);
+  const DecodeFirstOrder order = decode_first_order(m.seq_starts);
+  const std::vector<MetadataArray> arrays = metadata_layout(m, order, bytes);
   const std::vector<uint8_t> packed = pack_metadata(arrays, bytes);
   StepMetadata meta;
   meta.packed = b.upload(packed.data(), DType::kU8, Shape{static_cast<int64_t>(bytes)});
@@ -181,7 +184,8 @@ StepMetadata upload_metadata(const HostMetadata& m, Backend& b, int64_t block_si
   meta.logits_of_every_token = logits_of_every_token(m);
   for (size_t g = 0; g < m.tables.size(); ++g) {
     meta.groups.push_back(AttentionBatch{view(2), view(3), view(4 + 2 * g), view(5 + 2 * g), block_size,
-                                         m.max_position, m.max_seq_tokens});
+                                         m.max_position, m.max_seq_tokens, view(arrays.size() - 1),
+                                         order.num_decode_seqs, order.max_decode_seq_tokens});
   }
   return meta;
 }
@@ -189,8 +193,11 @@ StepMetadata upload_metadata(const HostMetadata& m, Backend& b, int64_t block_si
 // Copies `m` (same sizes) into `meta`'s tensors without synchronizing: a graph's inputs between replays.
 void update_metadata(const StepMetadata& meta, const HostMetadata& m, Backend& b) {
   size_t bytes = 0;
-  const std::vector<MetadataArray> arrays = metadata_layout(m, bytes);
+  const DecodeFirstOrder order = decode_first_order(m.seq_starts);
+  const std::vector<MetadataArray> arrays = metadata_layout(m, order, bytes);
   TIDE_CHECK(bytes == meta.packed.nbytes() && logits_of_every_token(m) == meta.logits_of_every_token);
+  // The graph was recorded for a step with as many decode sequences (graphs record uniform steps: all or none).
+  for (const AttentionBatch& group : meta.groups) TIDE_CHECK(group.num_decode_seqs == order.num_decode_seqs);
   b.upload_into(meta.packed, pack_metadata(arrays, bytes).data());
 }
 

@@ -107,13 +107,35 @@ std::vector<float> run_case(const Case& c, uint32_t seed) {
   int64_t max_seq_tokens = 0;
   for (const SeqSpec& s : c.seqs) max_seq_tokens = std::max(max_seq_tokens, s.num_tokens);
   const AttentionBatch batch_c{pos.cpu, st.cpu, tb.cpu, unused_slots.cpu, c.block_size, max_position, max_seq_tokens};
-  const AttentionBatch batch_g{pos.gpu, st.gpu, tb.gpu, unused_slots.gpu, c.block_size, max_position, max_seq_tokens};
+  // The model's decode-first order: a mixed step's decodes go to the decode kernel, the rest to the prefill kernel.
+  const DecodeFirstOrder order = decode_first_order(starts);
+  const AttentionBatch batch_g{pos.gpu,
+                               st.gpu,
+                               tb.gpu,
+                               unused_slots.gpu,
+                               c.block_size,
+                               max_position,
+                               max_seq_tokens,
+                               gpu.upload(order.order.data(), DType::kI32, Shape{std::ssize(order.order)}),
+                               order.num_decode_seqs,
+                               order.max_decode_seq_tokens};
   Tensor out_c = cpu.alloc(DType::kF32, Shape{n_new, hq * d}), out_g = gpu.alloc(DType::kBF16, Shape{n_new, hq * d});
   cpu.attention(out_c, qkv.cpu, kv_c, layer, batch_c, c.shape, c.window);
   gpu.attention(out_g, qkv.gpu, kv_g, layer, batch_g, c.shape, c.window);
   const std::vector<float> got = test::to_f32(gpu, out_g), want = test::to_f32(cpu, out_c);
   for (float v : got) EXPECT_TRUE(std::isfinite(v)) << "the kernel read a released block";
   EXPECT_LT(test::rel_err(got, want), 2 * test::kBf16Rounding);
+  const bool mixed = order.num_decode_seqs > 0 && order.num_decode_seqs < std::ssize(c.seqs);
+  if (mixed) {
+    // Without the order the prefill kernel serves every sequence of the mixed step.
+    AttentionBatch unordered = batch_g;
+    unordered.seq_order = {};
+    Tensor out_u = gpu.alloc(DType::kBF16, Shape{n_new, hq * d});
+    gpu.attention(out_u, qkv.gpu, kv_g, layer, unordered, c.shape, c.window);
+    const std::vector<float> one_kernel = test::to_f32(gpu, out_u);
+    for (float v : one_kernel) EXPECT_TRUE(std::isfinite(v)) << "one kernel: the kernel read a released block";
+    EXPECT_LT(test::rel_err(one_kernel, want), 2 * test::kBf16Rounding) << "one kernel for the mixed step";
+  }
   if (max_seq_tokens <= 8) {
     // The decode kernel's other builds (two CTAs per SM with deeper stages, three with shallower ones, and the
     // splits each plans), which the automatic choice takes for other batches and contexts.
@@ -214,6 +236,22 @@ TEST(CudaAttention, PrefillBothKernelsOnRaggedChunksWindowsAndGroups) {
         run_case(*c, 61);
       }
     }
+  }
+}
+
+// A serving step: decodes and verify steps (1 to 8 tokens; five and eight tokens take two 4-token CTAs of the
+// decode kernel) around two prefill chunks, in batch order, long contexts so that the decodes' keys are split and
+// merged. The decode-first order sends the decodes to the decode kernel, the chunks to the prefill kernel.
+TEST(CudaAttention, MixedStepDecodesAndChunksOnTheirOwnKernels) {
+  TIDE_REQUIRE_GPU();
+  for (const bool fp8 : {false, true}) {
+    SCOPED_TRACE(fp8 ? "FP8 cache" : "bf16 cache");
+    Case c{{{0, 300}, {2000, 1}, {700, 5}, {1200, 120}, {3000, 8}, {40, 1}, {5100, 2}}, 16, 0, {16, 4, 128}};
+    c.fp8 = fp8;
+    run_case(c, 71);
+    Case window{{{4000, 1}, {0, 90}, {2500, 5}, {33, 1}}, 16, 1000, {96, 8, 128}};
+    window.fp8 = fp8;
+    run_case(window, 72);
   }
 }
 

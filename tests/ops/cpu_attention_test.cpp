@@ -216,5 +216,22 @@ TEST(CpuAttention, ReadingANullBlockInsideTheWindowIsAnError) {
   EXPECT_THROW(b.attention(out, qkv, kv, 0, batch, shape, 3), Error);  // needs position 0: null block
 }
 
+// The decode-first order a mixed step's attention may follow: decodes (at most kDecodeSeqTokens new tokens) in
+// batch order, then the prefill chunks in batch order.
+TEST(AttentionOrder, DecodesFirstEachKindInBatchOrder) {
+  const int32_t starts[] = {0, 300, 301, 306, 426, 434, 435, 444};  // 300, 1, 5, 120, 8, 1, 9 tokens
+  const DecodeFirstOrder d = decode_first_order(starts);
+  EXPECT_EQ(d.order, (std::vector<int32_t>{1, 2, 4, 5, 0, 3, 6}));
+  EXPECT_EQ(d.num_decode_seqs, 4);
+  EXPECT_EQ(d.max_decode_seq_tokens, kDecodeSeqTokens);
+  const int32_t prefill_only[] = {0, 9, 20};
+  const DecodeFirstOrder p = decode_first_order(prefill_only);
+  EXPECT_EQ(p.order, (std::vector<int32_t>{0, 1}));
+  EXPECT_EQ(p.num_decode_seqs, 0);
+  EXPECT_EQ(p.max_decode_seq_tokens, 0);
+  const int32_t empty[] = {0};
+  EXPECT_TRUE(decode_first_order(empty).order.empty());
+}
+
 }  // namespace
 }  // namespace tide

@@ -1,6 +1,6 @@
 // PTX wrappers for asynchronous copies into shared memory on Hopper: shared-memory addresses, mbarriers
 // (init, arrive, arrive with a transfer count, arrive once the thread's cp.async copies land, wait on a
-// phase), bulk and tensor-map copies counted on an mbarrier, and 16-byte shared loads and stores. Used by the
+// phase), bulk and tensor-map copies counted on an mbarrier, and 16- and 4-byte shared loads and stores. Used by the
 // FP8 matmuls that stream weights (fp8_stream_matmul.cu, fp8_wgmma_matmul.cu) and the attention kernels
 // (mma_attention.cuh, wgmma_attention.cu).
 #pragma once
@@ -87,6 +87,16 @@ __device__ __forceinline__ uint4 lds128(uint32_t addr) {
 __device__ __forceinline__ void sts128(uint32_t addr, uint4 v) {
   asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
                : "memory");
+}
+
+__device__ __forceinline__ uint32_t lds32(uint32_t addr) {
+  uint32_t v;
+  asm volatile("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(addr));
+  return v;
+}
+
+__device__ __forceinline__ void sts32(uint32_t addr, uint32_t v) {
+  asm volatile("st.shared.u32 [%0], %1;" ::"r"(addr), "r"(v) : "memory");
 }
 
 }  // namespace tide::cuda

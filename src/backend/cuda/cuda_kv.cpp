@@ -56,9 +56,6 @@ void CudaBackend::store_kv(KvStorage& kv, int64_t layer, const Tensor& qkv, cons
   cuda::launch_store_kv(kv_store_params(kv, layer, qkv, slot_mapping, shape), stream_);
 }
 
-// Sequences with at most this many new tokens go to the decode kernel (when every sequence has).
-constexpr int64_t kDecodeMaxTokens = 8;
-
 // out: [T, Hq * D], qkv: [T, (Hq + 2 Hkv) * D]
 void CudaBackend::attention(Tensor out, const Tensor& qkv, const KvStorage& kv, int64_t layer,
                             const AttentionBatch& batch, const AttentionShape& shape, int64_t window) {
@@ -104,19 +101,38 @@ void CudaBackend::attention(Tensor out, const Tensor& qkv, const KvStorage& kv, 
   p.scale = 1.0f / std::sqrt(static_cast<float>(shape.head_dim));
   const int64_t max_keys = window == 0 ? batch.max_position + 1 : std::min(window, batch.max_position + 1);
   if (mma) {
-    // Few new tokens per sequence: one CTA per token, split over the keys. Otherwise row tiles of one
-    // sequence's tokens, which read each K/V tile once for all of them.
-    if (batch.max_seq_tokens <= kDecodeMaxTokens && cuda::mma_decode_supports(shape.head_dim, group)) {
-      const int64_t ctas = cuda::mma_decode_ctas(p.num_tokens, p.num_seqs, group, batch.max_seq_tokens);
-      const cuda::DecodePlan plan = cuda::mma_decode_plan(ctas, p.num_heads_kv, max_keys, num_sms_, shape.head_dim,
-                                                          group, batch.max_seq_tokens, decode_ctas_per_sm_);
-      const int64_t slots = plan.splits > 1 ? p.num_tokens * p.num_heads * plan.splits : 1;
+    // Few new tokens per sequence: one CTA per token (or per few tokens of a sequence), split over the keys.
+    // Otherwise row tiles of one sequence's tokens, which read each K/V tile once for all of them. A step that
+    // prefills some sequences and decodes others gives each kind its kernel, through the decode-first order: a
+    // decode's one query row would otherwise take a whole row tile of the prefill kernel (32 rows per KV head
+    // for a group of 4), and every sequence as many row tiles as the longest chunk.
+    const bool decode_ok = cuda::mma_decode_supports(shape.head_dim, group);
+    const auto decode = [&](cuda::PagedAttentionParams dp, int64_t max_seq_tokens) {
+      const bool listed = dp.seq_list != nullptr;
+      const int64_t ctas = cuda::mma_decode_ctas(dp.num_tokens, dp.num_seqs, group, max_seq_tokens, listed);
+      const cuda::DecodePlan plan = cuda::mma_decode_plan(ctas, dp.num_heads_kv, max_keys, num_sms_, shape.head_dim,
+                                                          group, max_seq_tokens, decode_ctas_per_sm_);
+      const int64_t slot_tokens = cuda::mma_decode_slot_tokens(dp.num_tokens, dp.num_seqs, group, max_seq_tokens, listed);
+      const int64_t slots = plan.splits > 1 ? slot_tokens * dp.num_heads * plan.splits : 1;
       // Every slot is written before the merge reads it (an empty split writes its (max, sum) as (-inf, 0)):
       // no memset in front of the kernel.
       const Tensor part_out = alloc_scratch(DType::kF32, Shape{slots, shape.head_dim});
       const Tensor part_ml = alloc_scratch(DType::kF32, Shape{slots, 2});
-      cuda::launch_mma_decode(p, max_keys, batch.max_seq_tokens, part_out.as<float>(), part_ml.as<float>(), plan,
+      cuda::launch_mma_decode(dp, max_keys, max_seq_tokens, part_out.as<float>(), part_ml.as<float>(), plan,
                               stream_);
+    };
+    if (batch.max_seq_tokens <= kDecodeSeqTokens && decode_ok) {
+      decode(p, batch.max_seq_tokens);
+    } else if (decode_ok && batch.num_decode_seqs > 0 && batch.num_decode_seqs < p.num_seqs &&
+               batch.seq_order.numel() == p.num_seqs) {
+      const int32_t* order = typed<int32_t>(batch.seq_order, DType::kI32, "seq_order");
+      cuda::PagedAttentionParams dp = p, pp = p;
+      dp.seq_list = order;
+      dp.num_seqs = batch.num_decode_seqs;
+      pp.seq_list = order + batch.num_decode_seqs;
+      pp.num_seqs = p.num_seqs - batch.num_decode_seqs;
+      decode(dp, batch.max_decode_seq_tokens);
+      cuda::launch_mma_prefill(pp, batch.max_seq_tokens, prefill_kernel_, stream_);
     } else {
       cuda::launch_mma_prefill(p, batch.max_seq_tokens, prefill_kernel_, stream_);
     }

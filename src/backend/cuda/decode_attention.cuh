@@ -69,11 +69,25 @@ struct DecodeParams {
   int num_splits;
   int group;
   float scale_log2;
-  // Tokens per CTA (mma_decode_tokens_per_cta): 1, CTA x = token x; more, CTA x = tiles_per_seq * s + j serves
-  // tokens [seq_starts[s] + j tokens_per_cta, ..) of sequence s (an empty tile past its tokens does nothing).
+  // Tokens per CTA (mma_decode_tokens_per_cta): 1 and no sequence list, CTA x = token x; otherwise CTA x =
+  // tiles_per_seq * s + j serves tokens [seq_starts[q] + j tokens_per_cta, ..) of the s-th listed sequence q (an
+  // empty tile past its tokens does nothing).
   int tokens_per_cta;
   int tiles_per_seq;
+  // Which rows of part_out / part_ml a token's splits use: 0, its token index; otherwise (a sequence list) the
+  // s-th listed sequence's j-th token uses s * slot_tokens + j, so that the slots cover the listed tokens only.
+  int slot_tokens;
 };
+
+// The token index of part_out / part_ml row `x` (DecodeParams::slot_tokens), or -1 for a row past its listed
+// sequence's tokens.
+__device__ inline int64_t slot_token(const DecodeParams& dp, int64_t x) {
+  if (dp.slot_tokens == 0) return x;
+  const PagedAttentionParams& p = dp.p;
+  const int32_t seq = p.seq_list[x / dp.slot_tokens];
+  const int64_t t = p.seq_starts[seq] + x % dp.slot_tokens;
+  return t < p.seq_starts[seq + 1] ? t : -1;
+}
 
 __device__ inline int64_t sequence_of(const int32_t* seq_starts, int64_t num_seqs, int64_t t) {
   int64_t lo = 0, hi = num_seqs - 1;  // the last s with seq_starts[s] <= t
@@ -102,15 +116,17 @@ __global__ void __launch_bounds__(DecodeConfig<D, kS, kFp8, kN, kCtas>::kThreads
   const int group = dp.group;
 
   // This CTA's tokens t0 .. t0 + count - 1 (one sequence's, consecutive positions) and query rows.
-  int64_t t0 = blockIdx.x, seq;
+  int64_t t0 = blockIdx.x, seq, slot_t0 = blockIdx.x;  // slot_t0: the part_out row of token t0
   int count = 1;
-  if (dp.tokens_per_cta == 1) {
+  if (dp.tokens_per_cta == 1 && p.seq_list == nullptr) {
     seq = sequence_of(p.seq_starts, p.num_seqs, t0);
   } else {
-    seq = blockIdx.x / dp.tiles_per_seq;
-    t0 = p.seq_starts[seq] + static_cast<int64_t>(blockIdx.x % dp.tiles_per_seq) * dp.tokens_per_cta;
-    const int64_t end = seq + 1 < p.num_seqs ? p.seq_starts[seq + 1] : p.num_tokens;
-    count = static_cast<int>(min(int64_t{dp.tokens_per_cta}, end - t0));
+    const int64_t listed = blockIdx.x / dp.tiles_per_seq;
+    const int64_t first = static_cast<int64_t>(blockIdx.x % dp.tiles_per_seq) * dp.tokens_per_cta;
+    seq = p.seq_list != nullptr ? p.seq_list[listed] : listed;
+    t0 = p.seq_starts[seq] + first;
+    slot_t0 = dp.slot_tokens == 0 ? t0 : listed * dp.slot_tokens + first;
+    count = static_cast<int>(min(int64_t{dp.tokens_per_cta}, p.seq_starts[seq + 1] - t0));
     if (count <= 0) {  // past the sequence's tokens
       begin_dependent_kernel();
       return;
@@ -125,7 +141,7 @@ __global__ void __launch_bounds__(DecodeConfig<D, kS, kFp8, kN, kCtas>::kThreads
   const int64_t lo = first + split * per_split, hi = min(pos + 1, lo + per_split);  // keys [lo, hi)
   // Row r's slot: token t0 + r / group, head kv_head * group + r % group.
   const auto slot_of = [&](int r) {
-    return ((t0 + r / group) * p.num_heads + kv_head * group + r % group) * dp.num_splits + split;
+    return ((slot_t0 + r / group) * p.num_heads + kv_head * group + r % group) * dp.num_splits + split;
   };
   const int32_t* table = p.block_tables + seq * p.max_blocks;
   // Positions, sequence starts and block tables are the step's inputs, which no kernel writes: read before
@@ -358,8 +374,9 @@ static __global__ void __launch_bounds__(kMergeThreads) merge_splits_kernel(cons
   begin_dependent_kernel();
   const PagedAttentionParams& p = dp.p;
   const int d = static_cast<int>(p.head_dim), splits = dp.num_splits, tid = static_cast<int>(threadIdx.x);
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * p.num_heads + blockIdx.y;
-  const int64_t slot0 = row * splits;
+  const int64_t token = slot_token(dp, blockIdx.x);
+  if (token < 0) return;  // a listed sequence has fewer tokens than slot_tokens
+  const int64_t slot0 = (static_cast<int64_t>(blockIdx.x) * p.num_heads + blockIdx.y) * splits;
   const float m = tid < splits ? dp.part_ml[(slot0 + tid) * 2] : -INFINITY;
   const float l = tid < splits ? dp.part_ml[(slot0 + tid) * 2 + 1] : 0.0f;
   const float m_all = block_max<kMergeThreads>(m, shared);
@@ -394,7 +411,7 @@ static __global__ void __launch_bounds__(kMergeThreads) merge_splits_kernel(cons
       const float4 c = columns[j * groups + tid];
       sum.x += c.x, sum.y += c.y, sum.z += c.z, sum.w += c.w;
     }
-    bf16* out = p.out + row * d + 4 * tid;
+    bf16* out = p.out + (token * p.num_heads + blockIdx.y) * d + 4 * tid;
     out[0] = __float2bfloat16(sum.x / l_all), out[1] = __float2bfloat16(sum.y / l_all);
     out[2] = __float2bfloat16(sum.z / l_all), out[3] = __float2bfloat16(sum.w / l_all);
   }
@@ -430,8 +447,10 @@ void launch_decode(const PagedAttentionParams& p, int64_t max_keys, int64_t max_
   const int per_cta = mma_decode_tokens_per_cta(group, max_seq_tokens);
   const int tiles = static_cast<int>((max_seq_tokens + per_cta - 1) / per_cta);
   const int num_splits = plan.splits;
-  const DecodeParams dp{p, part_out, part_ml, num_splits, group, p.scale * kLog2e, per_cta, tiles};
-  const int64_t ctas = mma_decode_ctas(p.num_tokens, p.num_seqs, group, max_seq_tokens);
+  const bool listed = p.seq_list != nullptr;
+  const DecodeParams dp{p, part_out, part_ml, num_splits, group, p.scale * kLog2e, per_cta, tiles,
+                        listed ? tiles * per_cta : 0};
+  const int64_t ctas = mma_decode_ctas(p.num_tokens, p.num_seqs, group, max_seq_tokens, listed);
   const dim3 grid(static_cast<unsigned>(ctas), static_cast<unsigned>(p.num_heads_kv),
                   static_cast<unsigned>(num_splits));
   // A split covers at most this many tiles (the kernel rounds each split up to whole tiles).
@@ -447,7 +466,8 @@ void launch_decode(const PagedAttentionParams& p, int64_t max_keys, int64_t max_
   }
   if (num_splits > 1) {
     TIDE_CHECK(num_splits <= kMergeThreads && num_splits <= 128);  // merge_splits_kernel's bounds
-    const dim3 merge_grid(static_cast<unsigned>(p.num_tokens), static_cast<unsigned>(p.num_heads));
+    const dim3 merge_grid(static_cast<unsigned>(mma_decode_slot_tokens(p.num_tokens, p.num_seqs, group, max_seq_tokens, listed)),
+                          static_cast<unsigned>(p.num_heads));
     launch_kernel(merge_splits_kernel, merge_grid, kMergeThreads, 0, stream, dp);
   }
 }

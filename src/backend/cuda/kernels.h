@@ -198,6 +198,9 @@ struct PagedAttentionParams {
   const int32_t* positions;    // [T]
   const int32_t* seq_starts;   // [S + 1]
   const int32_t* block_tables; // [S, max_blocks]
+  // The sequences a launch serves, as indices into seq_starts and block_tables: seq_list[0 .. num_seqs); null: all
+  // S of them in order (num_seqs = S). A mixed step's decode sequences go to one kernel, the others to another.
+  const int32_t* seq_list;
   int64_t num_tokens, num_seqs, max_blocks;
   int64_t num_heads, num_heads_kv, head_dim;
   int64_t num_layers, layer, block_size, num_blocks;
@@ -220,8 +223,14 @@ void launch_mma_prefill(const PagedAttentionParams& p, int64_t max_seq_tokens, P
 // sequence in one CTA (mma_decode_tokens_per_cta), which then reads their keys once.
 bool mma_decode_supports(int64_t head_dim, int64_t group);
 int mma_decode_tokens_per_cta(int64_t group, int64_t max_seq_tokens);
-// The CTAs per KV head and split of a decode launch: one per token, or per tile of a sequence's tokens.
-int64_t mma_decode_ctas(int64_t num_tokens, int64_t num_seqs, int64_t group, int64_t max_seq_tokens);
+// The CTAs per KV head and split of a decode launch: one per token, or per tile of a sequence's tokens (always
+// with a sequence list, PagedAttentionParams::seq_list: `listed`).
+int64_t mma_decode_ctas(int64_t num_tokens, int64_t num_seqs, int64_t group, int64_t max_seq_tokens,
+                        bool listed = false);
+// The tokens a decode launch's split outputs are kept for (rows of its part_out / part_ml, times heads and
+// splits): every token of the batch, or with a sequence list the listed sequences' tiles only.
+int64_t mma_decode_slot_tokens(int64_t num_tokens, int64_t num_seqs, int64_t group, int64_t max_seq_tokens,
+                               bool listed = false);
 // How a decode launch spreads over the GPU: the splits of each token's keys, and the CTAs per SM its kernel is
 // built for (3: short stages, many CTAs; 2: deeper stages, for long splits).
 struct DecodePlan {

@@ -19,9 +19,16 @@ int mma_decode_tokens_per_cta(int64_t group, int64_t max_seq_tokens) {
   return static_cast<int>(std::clamp<int64_t>(std::min<int64_t>(16 / group, max_seq_tokens), 1, 16));
 }
 
-int64_t mma_decode_ctas(int64_t num_tokens, int64_t num_seqs, int64_t group, int64_t max_seq_tokens) {
+int64_t mma_decode_ctas(int64_t num_tokens, int64_t num_seqs, int64_t group, int64_t max_seq_tokens, bool listed) {
   const int64_t per_cta = mma_decode_tokens_per_cta(group, max_seq_tokens);
-  return per_cta == 1 ? num_tokens : num_seqs * ((max_seq_tokens + per_cta - 1) / per_cta);
+  return per_cta == 1 && !listed ? num_tokens : num_seqs * ((max_seq_tokens + per_cta - 1) / per_cta);
+}
+
+int64_t mma_decode_slot_tokens(int64_t num_tokens, int64_t num_seqs, int64_t group, int64_t max_seq_tokens,
+                               bool listed) {
+  if (!listed) return num_tokens;
+  const int64_t per_cta = mma_decode_tokens_per_cta(group, max_seq_tokens);
+  return num_seqs * ((max_seq_tokens + per_cta - 1) / per_cta) * per_cta;
 }
 
 namespace {

@@ -44,28 +44,44 @@ struct PrefillParams {
   float scale_log2;       // D^-0.5 * log2(e): softmax in base 2
 };
 
-// The row tile a prefill CTA serves (both prefill kernels): blockIdx.x is (sequence, row tile), a sequence's
-// later row tiles first (they see more keys under a causal mask, so the short ones fill the tail); a row is
-// (new token, query head of the group), kRows rows per tile. 32-bit arithmetic: a 64-bit division is a call,
-// and calls spill registers. The CTA has nothing to do when row0 >= num_rows.
+// Row tile `rank` of listed sequence `listed` (both prefill kernels): rank 0 is a sequence's last row tile (it
+// sees the most keys under a causal mask, so the short ones fill the tail); a row is (new token, query head of
+// the group), kRows rows per tile. 32-bit arithmetic: a 64-bit division is a call, and calls spill registers.
+// There is nothing to do when row0 >= num_rows.
 struct PrefillRowTile {
   int seq, seq_begin, num_rows, row0;
   int tok_first, pos_first, pos_max;  // a sequence's new tokens have consecutive positions
 };
 
+// Row tile `rank` of sequence `seq`, whose new tokens are [seq_begin, seq_end).
 template <int kRows>
-__device__ __forceinline__ PrefillRowTile prefill_row_tile(const PrefillParams& pp) {
+__device__ __forceinline__ PrefillRowTile prefill_row_tile_of(const PrefillParams& pp, int seq, int seq_begin,
+                                                              int seq_end, int rank) {
   const PagedAttentionParams& p = pp.p;
   PrefillRowTile t;
-  t.seq = static_cast<int>(blockIdx.x) / pp.tiles_per_seq;
-  t.row0 = (pp.tiles_per_seq - 1 - static_cast<int>(blockIdx.x) % pp.tiles_per_seq) * kRows;
-  t.seq_begin = p.seq_starts[t.seq];
-  t.num_rows = (p.seq_starts[t.seq + 1] - t.seq_begin) * pp.group;
+  t.seq = seq;
+  t.row0 = (pp.tiles_per_seq - 1 - rank) * kRows;
+  t.seq_begin = seq_begin;
+  t.num_rows = (seq_end - seq_begin) * pp.group;
   t.tok_first = t.row0 / pp.group;
   const int tok_last = (min(t.num_rows, t.row0 + kRows) - 1) / pp.group;
   t.pos_first = t.row0 < t.num_rows ? p.positions[t.seq_begin + t.tok_first] : 0;
   t.pos_max = t.pos_first + tok_last - t.tok_first;
   return t;
+}
+
+template <int kRows>
+__device__ __forceinline__ PrefillRowTile prefill_row_tile_at(const PrefillParams& pp, int listed, int rank) {
+  const PagedAttentionParams& p = pp.p;
+  const int seq = p.seq_list != nullptr ? p.seq_list[listed] : listed;
+  return prefill_row_tile_of<kRows>(pp, seq, p.seq_starts[seq], p.seq_starts[seq + 1], rank);
+}
+
+// The row tile of a CTA of the mma.sync kernel: blockIdx.x is (listed sequence, rank).
+template <int kRows>
+__device__ __forceinline__ PrefillRowTile prefill_row_tile(const PrefillParams& pp) {
+  return prefill_row_tile_at<kRows>(pp, static_cast<int>(blockIdx.x) / pp.tiles_per_seq,
+                                    static_cast<int>(blockIdx.x) % pp.tiles_per_seq);
 }
 
 // kFp8: K/V from an FP8 cache (KvTileCopy; all threads widen a tile, then a barrier; the keys' scales

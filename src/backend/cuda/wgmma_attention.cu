@@ -1,8 +1,10 @@
 // Prefill / chunked-prefill attention on Hopper's warpgroup instructions (wgmma), head_dim 128, over the
 // paged window-aware KV cache: the FlashAttention-3 organization with tide's cache and masking rules.
 //
-// A CTA of three warpgroups serves kRows = 128 consecutive packed rows of one sequence and one KV head, a row
-// being (new token, query head of the group), as the mma.sync kernel (prefill_attention.cuh) does:
+// A work item is kRows = 128 consecutive packed rows of one sequence and one KV head, a row being (new token,
+// query head of the group), as a CTA of the mma.sync kernel (prefill_attention.cuh) serves them. The kernel is
+// persistent: one CTA per SM takes every gridDim.x-th item, longest first, and its three warpgroups keep their
+// pipeline across items (the next item's Q and first tiles load while the consumers finish the last one):
 //  - warpgroup 0, the producer, gives most of its registers away (setmaxnreg) and gathers tiles of kKeys keys
 //    through the block table with cp.async into a ring of kStages stages, each copy counted on the stage's
 //    "full" mbarrier (cp.async.mbarrier.arrive), so no producer thread ever waits for its own copies; keys
@@ -16,6 +18,7 @@
 // at r * 128 + ((c ^ (r % 8)) * 16). Key tiles start at multiples of kKeys wherever the row tile starts, as
 // in the mma.sync kernel, so a row sees the same tiles in the same order however its sequence was cut into
 // chunks, and a prompt gives the same outputs with or without a reused prefix.
+#include <algorithm>
 #include <cfloat>
 
 #include "backend/cuda/launch.cuh"
@@ -26,9 +29,12 @@
 namespace tide::cuda::mma {
 namespace {
 
-// kFp8: an FP8 cache. The producer stages a tile's codes and scales with cp.async, widens the codes to exact
-// bf16 values (widen8) into the stage's K and V tiles and copies the scales beside them; the consumers multiply
-// a key's scores by its K scale and its probabilities by its V scale, as the mma.sync kernels do.
+// kFp8: an FP8 cache. The producer stages a tile's codes and scales with cp.async into a code buffer of their
+// own, widens the codes to exact bf16 values (widen8) into a stage's K and V tiles once the consumers have
+// released it, copies the scales beside them, then at once starts the next tile's copies into the code buffer:
+// a tile's loads run while the consumers work on the two tiles before it, and a released stage waits only for
+// the widening. The consumers multiply a key's scores by its K scale and its probabilities by its V scale, as
+// the mma.sync kernels do.
 template <bool kFp8>
 struct WgmmaPrefillConfig {
   static constexpr int kD = 128;
@@ -42,13 +48,19 @@ struct WgmmaPrefillConfig {
   static constexpr int kScaleBytes = kFp8 ? 2 * kKeys * 4 : 0;     // K scales, then V scales (f32)
   static constexpr int kStageBytes = 2 * kTileBytes + kScaleBytes;  // K, V, scales
   static constexpr int kCodeBytes = kKeys * kD;                      // FP8: one tile's K (or V) codes
-  static_assert(2 * kCodeBytes == kTileBytes, "a tile's K and V codes fit in its V tile");
-  static constexpr int kBarrierBytes = 2 * kStages * 8;
+  static constexpr int kCodeBufferBytes = kFp8 ? 2 * kCodeBytes + kScaleBytes : 0;  // K codes, V codes, scales
+  static constexpr int kBarrierBytes = 2 * kStages * 8 + 2 * 8;  // full and empty per stage, Q's full and empty
+  // Up to kStagedSeqs listed sequences' token counts are staged in shared memory, so that the work items of
+  // sequences with fewer row tiles than the longest are skipped without a global load.
+  static constexpr int kStagedSeqs = 1024;
+  static constexpr int kStagedBytes = kStagedSeqs * 4;
   static constexpr int kAlign = 1024;                  // the swizzle pattern repeats every 8 rows of 128 bytes
-  static constexpr size_t kSmemBytes = kAlign + kQBytes + kStages * kStageBytes + kBarrierBytes;
+  static constexpr size_t kSmemBytes =
+      kAlign + kQBytes + kStages * kStageBytes + kCodeBufferBytes + kBarrierBytes + kStagedBytes;
   static constexpr int kProducerRegisters = 64;
   static constexpr int kConsumerRegisters = 216;       // 128 x 64 + 256 x 216 <= 64K registers per SM
   static_assert(kStageBytes % kAlign == 0, "every stage's tiles keep the swizzle's alignment");
+  static_assert(kSmemBytes <= 227 * 1024, "fits in an SM's shared memory");
 };
 
 // Multiplies the scores (v = 0) or probabilities (v = 1) of a thread's accumulator fragments by their keys'
@@ -61,6 +73,24 @@ __device__ __forceinline__ void scale_by_keys(float (&s)[64], uint32_t scales, i
   }
 }
 
+// Where code chunk c (16 bytes) of row r sits in its 128-byte row of the FP8 code buffer: an odd row's two
+// halves swapped, so that two adjacent rows' same chunks fall in different bank groups.
+__device__ __forceinline__ uint32_t code_chunk_offset(int r, int c) { return static_cast<uint32_t>((c ^ ((r & 1) * 4)) * 16); }
+
+// Work item i of a launch: KV head i % H, then listed sequence and row tile, the sequences' last row tiles first
+// (under a causal mask they see the most keys), so that the longest items start first and a CTA taking every
+// gridDim.x-th item gets its share of long and short ones.
+__device__ __forceinline__ void prefill_item(const PrefillParams& pp, int item, int& listed, int& rank, int& kv_head) {
+  const int num_heads_kv = static_cast<int>(pp.p.num_heads_kv), num_seqs = static_cast<int>(pp.p.num_seqs);
+  kv_head = item % num_heads_kv;
+  const int rest = item / num_heads_kv;
+  listed = rest % num_seqs;
+  rank = rest / num_seqs;
+}
+
+// A persistent kernel: each CTA serves items blockIdx.x, blockIdx.x + gridDim.x, ... (prefill_item). The stage
+// ring runs on across items, and the producer loads the next item's Q once the consumers have computed their
+// last S = Q K^T of the current one (q_empty), so the next item's first tiles land while they finish.
 template <bool kFp8>
 __global__ void __launch_bounds__(WgmmaPrefillConfig<kFp8>::kThreads, 1)
     wgmma_prefill_kernel(const __grid_constant__ PrefillParams pp) {
@@ -68,31 +98,49 @@ __global__ void __launch_bounds__(WgmmaPrefillConfig<kFp8>::kThreads, 1)
   using C = WgmmaPrefillConfig<kFp8>;
   constexpr int D = C::kD;
   const PagedAttentionParams& p = pp.p;
-  const PrefillRowTile rt = prefill_row_tile<C::kRows>(pp);
-  if (rt.row0 >= rt.num_rows) return;
-  const int seq = rt.seq, seq_begin = rt.seq_begin, num_rows = rt.num_rows, row0 = rt.row0;
-  const int tok_first = rt.tok_first, pos_first = rt.pos_first, pos_max = rt.pos_max;
-  const int kv_head = static_cast<int>(blockIdx.y);
   const int group = pp.group;
   const int window = static_cast<int>(p.window);
-  // Key tiles at multiples of kKeys wherever the row tile starts (prefill_tiling.h).
-  const PrefillTiles tiles = prefill_tiles(pos_first, pos_max, window, C::kKeys);
-  const int first_read = tiles.first_read, key_lo = tiles.key_lo, num_tiles = tiles.num_tiles;
+  const int num_items = static_cast<int>(p.num_seqs) * pp.tiles_per_seq * static_cast<int>(p.num_heads_kv);
 
   extern __shared__ unsigned char smem_raw[];
   const uint32_t base = (smem_addr(smem_raw) + C::kAlign - 1) / C::kAlign * C::kAlign;
   const uint32_t q_tile = base;
   const uint32_t stages = base + C::kQBytes;
-  const uint32_t full_bar = stages + C::kStages * C::kStageBytes;
+  const uint32_t code_buffer = stages + C::kStages * C::kStageBytes;  // FP8 only
+  const uint32_t full_bar = code_buffer + C::kCodeBufferBytes;
   const uint32_t empty_bar = full_bar + C::kStages * 8;
+  const uint32_t q_full = empty_bar + C::kStages * 8, q_empty = q_full + 8;
   const int tid = static_cast<int>(threadIdx.x);
   const int warpgroup = tid / 128;
+  // Listed sequence i's new-token count is staged[i] when the launch lists few enough sequences (else -1: read
+  // from global memory), so that items past a sequence's row tiles are skipped without a global load.
+  const uint32_t staged = q_empty + 8;
+  for (int i = tid; i < C::kStagedSeqs; i += C::kThreads) {
+    int count = -1;
+    if (p.num_seqs <= C::kStagedSeqs && i < p.num_seqs) {
+      const int seq = p.seq_list != nullptr ? p.seq_list[i] : i;
+      count = p.seq_starts[seq + 1] - p.seq_starts[seq];
+    }
+    sts32(staged + 4 * i, static_cast<uint32_t>(count));
+  }
+  // The row tile of an item (nothing to do when row0 >= num_rows).
+  const auto row_tile = [&](int listed, int rank) {
+    const int count = listed < C::kStagedSeqs ? static_cast<int>(lds32(staged + 4 * listed)) : -1;
+    if (count >= 0 && (pp.tiles_per_seq - 1 - rank) * C::kRows >= count * group) {
+      PrefillRowTile t{};
+      t.row0 = 1, t.num_rows = 0;
+      return t;
+    }
+    return prefill_row_tile_at<C::kRows>(pp, listed, rank);
+  };
 
   if (tid == 0) {
     for (int s = 0; s < C::kStages; ++s) {
       mbar_init(full_bar + 8 * s, 128);                      // every producer thread's copies
       mbar_init(empty_bar + 8 * s, 4 * C::kConsumers);       // one arrival per consumer warp
     }
+    mbar_init(q_full, 128);
+    mbar_init(q_empty, 4 * C::kConsumers);
   }
   __syncthreads();
 
@@ -101,117 +149,136 @@ __global__ void __launch_bounds__(WgmmaPrefillConfig<kFp8>::kThreads, 1)
     wgmma::release_registers<C::kProducerRegisters>();
     const int chunk = tid % 16, row_in_pass = tid / 16;  // 8 rows per pass of 128 threads
     const int64_t row_size = (p.num_heads + 2 * p.num_heads_kv) * D;
-    // Q rows (zero past the sequence's rows), counted with the first tile.
-#pragma unroll 4
-    for (int r = row_in_pass; r < C::kRows; r += 8) {
-      const int row = row0 + r;
-      const bool valid = row < num_rows;
-      const bf16* src =
-          valid ? p.qkv + (seq_begin + row / group) * row_size + (kv_head * group + row % group) * D + chunk * 8
-                : p.qkv;
-      cp_async_16(q_tile + wgmma::panel_offset<C::kRows>(r, chunk), src, valid);
-    }
-    const int32_t* table = p.block_tables + seq * p.max_blocks;
     const int block_size = static_cast<int>(p.block_size), num_layers = static_cast<int>(p.num_layers);
     const int layer = static_cast<int>(p.layer);
     const int64_t kv_size = p.num_heads_kv * D;
-    // Warp w copies keys [32 w, 32 w + 32) of a tile; lane l looks up key 32 w + l's cache row (K; V is
-    // block_size rows on), -1 for a key not to read, and the warp's lanes take the rows by shuffle: one
-    // block-table lookup per key instead of one per 16-byte chunk. The lookups of the next tile run before
-    // the wait for its stage, so the table's latency stays off the copies.
     const int warp = tid / 32, lane = tid % 32;
-    const auto cache_row_of = [&](int tile) {
-      const int key = key_lo + tile * C::kKeys + 32 * warp + lane;
-      if (tile >= num_tiles || key < first_read || key > pos_max) return -1;
-      const uint32_t b = p.block_div.div(static_cast<uint32_t>(key));
-      const int32_t block = table[b];
-      // Cache rows of kv_size elements: fewer than 2^31 of them (the host checks), so 32-bit arithmetic.
-      return block < 0 ? -1
-                       : (block * num_layers + layer) * 2 * block_size +
-                             static_cast<int>(p.block_div.mod(static_cast<uint32_t>(key), b));
-    };
-    if constexpr (!kFp8) {
-      const bf16* head_cache = p.cache + kv_head * D + chunk * 8;
-      int cache_row = cache_row_of(0);
-      for (int it = 0; it < num_tiles; ++it) {
-        const int stage = it % C::kStages;
-        const int next_row = cache_row_of(it + 1);
-        if (it >= C::kStages) mbar_wait(empty_bar + 8 * stage, ((it / C::kStages) - 1) & 1);
-        const uint32_t k_tile = stages + stage * C::kStageBytes, v_tile = k_tile + C::kTileBytes;
-#pragma unroll
-        for (int i = 0; i < 16; ++i) {
-          const int r = 2 * i + lane / 16;  // the warp's row
-          const int src_row = __shfl_sync(0xffffffffu, cache_row, r);
-          const bool valid = src_row >= 0;
-          const bf16* src = valid ? head_cache + static_cast<int64_t>(src_row) * kv_size : p.cache;
-          const uint32_t at = wgmma::panel_offset<C::kKeys>(32 * warp + r, chunk);
-          cp_async_16(k_tile + at, src, valid);
-          cp_async_16(v_tile + at, valid ? src + block_size * kv_size : src, valid);
-        }
-        cp_async_arrive_noinc(full_bar + 8 * stage);
-        cache_row = next_row;
-      }
-    } else {
-      // A tile's codes go into its stage's V tile (K codes in the first half, V codes in the second) and its
-      // scales beside the tiles, zeros for keys not to read; warp w copies, widens and signals keys
-      // [32 w, 32 w + 32), so a warp waits for its own copies only. Widening K writes the K tile; widening V
-      // writes the V tile over the codes: a row's 8 lanes read their chunks before any of them writes, and
-      // a V row's first panel lands on K codes of the same row, widened before.
-      const int64_t hkv_block = p.num_heads_kv * block_size;
-      const uint8_t* head_codes = p.cache8 + kv_head * D + (lane % 8) * 16;
-      const auto stage_codes = [&](int stage, int row) {
-        const uint32_t v_tile = stages + stage * C::kStageBytes + C::kTileBytes;
-        const uint32_t scales = v_tile + C::kTileBytes;
-        const bool valid = row >= 0;
-        // Scales [block, layer, K / V, head, offset]: the key's cache row is (block * layers + layer) 2 bs + offset.
-        const uint32_t layer_kv = valid ? p.block_div.div(static_cast<uint32_t>(row)) : 0;
-        const int64_t at = valid ? (static_cast<int64_t>(layer_kv) * p.num_heads_kv + kv_head) * block_size +
-                                       static_cast<int>(p.block_div.mod(static_cast<uint32_t>(row), layer_kv))
-                                 : 0;
-        cp_async_4(scales + tid * 4, p.scales + at, valid);
-        cp_async_4(scales + (C::kKeys + tid) * 4, p.scales + at + hkv_block, valid);
-#pragma unroll
-        for (int i = 0; i < 8; ++i) {
-          const int r = 4 * i + lane / 8;  // the warp's row
-          const int src_row = __shfl_sync(0xffffffffu, row, r);
-          const bool row_valid = src_row >= 0;
-          const uint8_t* src = row_valid ? head_codes + static_cast<int64_t>(src_row) * kv_size : p.cache8;
-          const uint32_t at_smem = v_tile + (32 * warp + r) * 128 + (lane % 8) * 16;
-          cp_async_16(at_smem, src, row_valid);
-          cp_async_16(at_smem + C::kCodeBytes, row_valid ? src + block_size * kv_size : src, row_valid);
-        }
+    int ring = 0;   // tiles this CTA has put in the stage ring
+    int served = 0; // items this CTA has served
+    for (int item = static_cast<int>(blockIdx.x); item < num_items; item += static_cast<int>(gridDim.x)) {
+      int listed, rank, kv_head;
+      prefill_item(pp, item, listed, rank, kv_head);
+      const PrefillRowTile rt = row_tile(listed, rank);
+      if (rt.row0 >= rt.num_rows) continue;
+      const int row0 = rt.row0, num_rows = rt.num_rows, seq_begin = rt.seq_begin, pos_max = rt.pos_max;
+      const PrefillTiles tiles = prefill_tiles(rt.pos_first, pos_max, window, C::kKeys);
+      const int first_read = tiles.first_read, key_lo = tiles.key_lo, num_tiles = tiles.num_tiles;
+      const int32_t* table = p.block_tables + rt.seq * p.max_blocks;
+      // Warp w copies keys [32 w, 32 w + 32) of a tile; lane l looks up key 32 w + l's cache row (K; V is
+      // block_size rows on), -1 for a key not to read, and the warp's lanes take the rows by shuffle: one
+      // block-table lookup per key instead of one per 16-byte chunk. The lookups of the next tile run before
+      // the wait for its stage, so the table's latency stays off the copies.
+      const auto cache_row_of = [&](int tile) {
+        const int key = key_lo + tile * C::kKeys + 32 * warp + lane;
+        if (tile >= num_tiles || key < first_read || key > pos_max) return -1;
+        const uint32_t b = p.block_div.div(static_cast<uint32_t>(key));
+        const int32_t block = table[b];
+        // Cache rows of kv_size elements: fewer than 2^31 of them (the host checks), so 32-bit arithmetic.
+        return block < 0 ? -1
+                         : (block * num_layers + layer) * 2 * block_size +
+                               static_cast<int>(p.block_div.mod(static_cast<uint32_t>(key), b));
       };
-      int cache_row = cache_row_of(0);
-      stage_codes(0, cache_row);
-      for (int it = 0; it < num_tiles; ++it) {
-        const int stage = it % C::kStages;
-        const int next_row = cache_row_of(it + 1);
-        asm volatile("cp.async.wait_all;" ::: "memory");
-        __syncwarp();  // the warp's codes landed
-        const uint32_t k_tile = stages + stage * C::kStageBytes, v_tile = k_tile + C::kTileBytes;
-#pragma unroll
-        for (int v = 0; v < 2; ++v) {
+      // Q rows (zero past the sequence's rows), once the consumers no longer read the last item's.
+      const auto load_q = [&]() {
+        if (served > 0) mbar_wait(q_empty, (served - 1) & 1);
 #pragma unroll 4
-          for (int i = 0; i < 8; ++i) {
-            const int r = 32 * warp + 4 * i + lane / 8, c = lane % 8;
-            const uint4 codes = lds128(v_tile + v * C::kCodeBytes + r * 128 + c * 16);
-            __syncwarp();
-            const uint32_t tile = v == 0 ? k_tile : v_tile;
-            sts128(tile + wgmma::panel_offset<C::kKeys>(r, 2 * c), widen8(codes.x, codes.y));
-            sts128(tile + wgmma::panel_offset<C::kKeys>(r, 2 * c + 1), widen8(codes.z, codes.w));
+        for (int r = row_in_pass; r < C::kRows; r += 8) {
+          const int row = row0 + r;
+          const bool valid = row < num_rows;
+          const bf16* src =
+              valid ? p.qkv + (seq_begin + row / group) * row_size + (kv_head * group + row % group) * D + chunk * 8
+                    : p.qkv;
+          cp_async_16(q_tile + wgmma::panel_offset<C::kRows>(r, chunk), src, valid);
+        }
+        cp_async_arrive_noinc(q_full);
+      };
+      if constexpr (!kFp8) {
+        load_q();
+        const bf16* head_cache = p.cache + kv_head * D + chunk * 8;
+        int cache_row = cache_row_of(0);
+        for (int it = 0; it < num_tiles; ++it, ++ring) {
+          const int stage = ring % C::kStages;
+          const int next_row = cache_row_of(it + 1);
+          if (ring >= C::kStages) mbar_wait(empty_bar + 8 * stage, ((ring / C::kStages) - 1) & 1);
+          const uint32_t k_tile = stages + stage * C::kStageBytes, v_tile = k_tile + C::kTileBytes;
+#pragma unroll
+          for (int i = 0; i < 16; ++i) {
+            const int r = 2 * i + lane / 16;  // the warp's row
+            const int src_row = __shfl_sync(0xffffffffu, cache_row, r);
+            const bool valid = src_row >= 0;
+            const bf16* src = valid ? head_cache + static_cast<int64_t>(src_row) * kv_size : p.cache;
+            const uint32_t at = wgmma::panel_offset<C::kKeys>(32 * warp + r, chunk);
+            cp_async_16(k_tile + at, src, valid);
+            cp_async_16(v_tile + at, valid ? src + block_size * kv_size : src, valid);
           }
-          __syncwarp();
+          cp_async_arrive_noinc(full_bar + 8 * stage);
+          cache_row = next_row;
         }
-        // The tiles were written by ordinary stores; the consumers' wgmma reads them through the async proxy.
-        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-        mbar_arrive(full_bar + 8 * stage);
-        if (it + 1 < num_tiles) {
-          const int next_stage = (it + 1) % C::kStages;
-          if (it + 1 >= C::kStages) mbar_wait(empty_bar + 8 * next_stage, (((it + 1) / C::kStages) - 1) & 1);
-          stage_codes(next_stage, next_row);
+      } else {
+        // Warp w copies, widens and signals keys [32 w, 32 w + 32) of a tile, so a warp waits for its own
+        // copies only; thread t stages key t's two scales. Zeros for keys not to read.
+        const int64_t hkv_block = p.num_heads_kv * block_size;
+        const uint8_t* head_codes = p.cache8 + kv_head * D + (lane % 8) * 16;
+        const uint32_t code_scales = code_buffer + 2 * C::kCodeBytes;
+        const auto stage_codes = [&](int row) {
+          const bool valid = row >= 0;
+          // Scales [block, layer, K / V, head, offset]: the key's cache row is (block * layers + layer) 2 bs + offset.
+          const uint32_t layer_kv = valid ? p.block_div.div(static_cast<uint32_t>(row)) : 0;
+          const int64_t at = valid ? (static_cast<int64_t>(layer_kv) * p.num_heads_kv + kv_head) * block_size +
+                                         static_cast<int>(p.block_div.mod(static_cast<uint32_t>(row), layer_kv))
+                                   : 0;
+          cp_async_4(code_scales + tid * 4, p.scales + at, valid);
+          cp_async_4(code_scales + (C::kKeys + tid) * 4, p.scales + at + hkv_block, valid);
+#pragma unroll
+          for (int i = 0; i < 8; ++i) {
+            const int r = 4 * i + lane / 8;  // the warp's row
+            const int src_row = __shfl_sync(0xffffffffu, row, r);
+            const bool row_valid = src_row >= 0;
+            const uint8_t* src = row_valid ? head_codes + static_cast<int64_t>(src_row) * kv_size : p.cache8;
+            const uint32_t at_smem = code_buffer + (32 * warp + r) * 128 + code_chunk_offset(r, lane % 8);
+            cp_async_16(at_smem, src, row_valid);
+            cp_async_16(at_smem + C::kCodeBytes, row_valid ? src + block_size * kv_size : src, row_valid);
+          }
+        };
+        // Each pass widens 4 rows of the warp's keys: lane l takes code chunk c = 4 ((l / 8) % 2) + l % 4 (16
+        // codes: bf16 chunks 2c and 2c + 1, of panel c / 4) of row 2 (l / 16) + (l / 4) % 2. The 8 lanes of a
+        // quarter warp thus hold two adjacent rows of one panel, whose swizzles differ in parity: each 16-byte
+        // store covers all 8 bank groups once, and so does each code load (an odd row's halves swapped,
+        // code_chunk_offset).
+        const int pair_row = 2 * (lane / 16) + (lane / 4) % 2, c = 4 * ((lane / 8) % 2) + lane % 4;
+        int cache_row = cache_row_of(0);
+        stage_codes(cache_row);  // the code buffer is free: the last item's tiles are widened
+        load_q();
+        for (int it = 0; it < num_tiles; ++it, ++ring) {
+          const int stage = ring % C::kStages;
+          const int next_row = cache_row_of(it + 1);
+          asm volatile("cp.async.wait_all;" ::: "memory");
+          __syncwarp();  // the warp's codes landed
+          if (ring >= C::kStages) mbar_wait(empty_bar + 8 * stage, ((ring / C::kStages) - 1) & 1);
+          const uint32_t k_tile = stages + stage * C::kStageBytes, v_tile = k_tile + C::kTileBytes;
+#pragma unroll
+          for (int v = 0; v < 2; ++v) {
+            const uint32_t tile = v == 0 ? k_tile : v_tile;
+#pragma unroll 4
+            for (int i = 0; i < 8; ++i) {
+              const int r = 32 * warp + 4 * i + pair_row;
+              const uint4 codes = lds128(code_buffer + v * C::kCodeBytes + r * 128 + code_chunk_offset(r, c));
+              sts128(tile + wgmma::panel_offset<C::kKeys>(r, 2 * c), widen8(codes.x, codes.y));
+              sts128(tile + wgmma::panel_offset<C::kKeys>(r, 2 * c + 1), widen8(codes.z, codes.w));
+            }
+          }
+          const uint32_t scales = v_tile + C::kTileBytes;
+          sts32(scales + tid * 4, lds32(code_scales + tid * 4));
+          sts32(scales + (C::kKeys + tid) * 4, lds32(code_scales + (C::kKeys + tid) * 4));
+          __syncwarp();  // every lane read the warp's codes before any lane copies the next tile's over them
+          // The tiles were written by ordinary stores; the consumers' wgmma reads them through the async proxy.
+          asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+          mbar_arrive(full_bar + 8 * stage);
+          if (it + 1 < num_tiles) stage_codes(next_row);
+          cache_row = next_row;
         }
-        cache_row = next_row;
       }
+      ++served;
     }
     asm volatile("cp.async.wait_all;" ::: "memory");  // nothing outstanding when the thread exits
     return;
@@ -224,133 +291,148 @@ __global__ void __launch_bounds__(WgmmaPrefillConfig<kFp8>::kThreads, 1)
   const int warp = ctid / 32, lane = ctid % 32;
   // This thread's rows of the tile: wg_row + lane / 4 (+ 8), wg_row = 64 consumer + 16 warp.
   const int wg_row = 64 * consumer + 16 * warp;
-  const int pos_min = pos_first;
-
-  float o[64];
-#pragma unroll
-  for (int i = 0; i < 64; ++i) o[i] = 0.0f;
-  float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
-
   // Q's descriptors: this warpgroup's 64 rows, k-step kk at dims 16 kk .. (panel kk / 4, 32 bytes per step).
   const uint32_t q_rows = q_tile + 64 * consumer * 128;
+  int ring = 0, served = 0;
+  for (int item = static_cast<int>(blockIdx.x); item < num_items; item += static_cast<int>(gridDim.x)) {
+    int listed, rank, kv_head;
+    prefill_item(pp, item, listed, rank, kv_head);
+    const PrefillRowTile rt = row_tile(listed, rank);
+    if (rt.row0 >= rt.num_rows) continue;
+    const int seq_begin = rt.seq_begin, num_rows = rt.num_rows, row0 = rt.row0;
+    const int tok_first = rt.tok_first, pos_first = rt.pos_first, pos_max = rt.pos_max;
+    const PrefillTiles tiles = prefill_tiles(pos_first, pos_max, window, C::kKeys);
+    const int key_lo = tiles.key_lo, num_tiles = tiles.num_tiles;
 
-  for (int it = 0; it < num_tiles; ++it) {
-    const int stage = it % C::kStages;
-    mbar_wait(full_bar + 8 * stage, (it / C::kStages) & 1);
-    const uint32_t k_tile = stages + stage * C::kStageBytes, v_tile = k_tile + C::kTileBytes;
-    const int k0 = key_lo + it * C::kKeys;
+    float o[64];
+#pragma unroll
+    for (int i = 0; i < 64; ++i) o[i] = 0.0f;
+    float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
+    mbar_wait(q_full, served & 1);
 
-    // S = Q K^T over the 128 dims.
-    float s[64];
-    wgmma::fence();
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      const uint32_t panel = kk / 4, step = (kk % 4) * 32;
-      const uint64_t a = wgmma::desc_sw128(q_rows + panel * C::kRows * 128 + step, 16, 1024);
-      const uint64_t b = wgmma::desc_sw128(k_tile + panel * C::kKeys * 128 + step, 16, 1024);
-      wgmma::m64n128k16_ss(s, a, b, kk > 0);
-    }
-    wgmma::commit_group();
-    wgmma::wait_group<0>();
-    wgmma::hold(s);
-    if constexpr (kFp8) scale_by_keys(s, v_tile + C::kTileBytes, lane);
+    for (int it = 0; it < num_tiles; ++it, ++ring) {
+      const int stage = ring % C::kStages;
+      mbar_wait(full_bar + 8 * stage, (ring / C::kStages) & 1);
+      const uint32_t k_tile = stages + stage * C::kStageBytes, v_tile = k_tile + C::kTileBytes;
+      const int k0 = key_lo + it * C::kKeys;
 
-    // Mask only tiles that some row does not see whole: past the first row's position, or before the last
-    // row's window start.
-    const bool boundary = prefill_needs_mask(k0, C::kKeys, pos_min, pos_max, window);
-    if (boundary) {
-      const int key_base = k0 + 2 * (lane % 4);
+      // S = Q K^T over the 128 dims.
+      float s[64];
+      wgmma::fence();
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        // Padding rows past the sequence get position -1: every key masked.
-        const int row = row0 + wg_row + lane / 4 + 8 * h;
-        const int pos = row < num_rows ? pos_first + row / group - tok_first : -1;
-        const int first_key = window == 0 ? 0 : pos - window + 1;
+      for (int kk = 0; kk < D / 16; ++kk) {
+        const uint32_t panel = kk / 4, step = (kk % 4) * 32;
+        const uint64_t a = wgmma::desc_sw128(q_rows + panel * C::kRows * 128 + step, 16, 1024);
+        const uint64_t b = wgmma::desc_sw128(k_tile + panel * C::kKeys * 128 + step, 16, 1024);
+        wgmma::m64n128k16_ss(s, a, b, kk > 0);
+      }
+      wgmma::commit_group();
+      wgmma::wait_group<0>();
+      wgmma::hold(s);
+      if (it == num_tiles - 1) {
+        __syncwarp();
+        if (lane == 0) mbar_arrive(q_empty);  // the item's last product with Q is done
+      }
+      if constexpr (kFp8) scale_by_keys(s, v_tile + C::kTileBytes, lane);
+
+      // Mask only tiles that some row does not see whole: past the first row's position, or before the last
+      // row's window start.
+      const bool boundary = prefill_needs_mask(k0, C::kKeys, pos_first, pos_max, window);
+      if (boundary) {
+        const int key_base = k0 + 2 * (lane % 4);
 #pragma unroll
-        for (int j = 0; j < C::kKeys / 8; ++j) {
+        for (int h = 0; h < 2; ++h) {
+          // Padding rows past the sequence get position -1: every key masked.
+          const int row = row0 + wg_row + lane / 4 + 8 * h;
+          const int pos = row < num_rows ? pos_first + row / group - tok_first : -1;
+          const int first_key = window == 0 ? 0 : pos - window + 1;
 #pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const int key = key_base + 8 * j + e;
-            if (key > pos || key < first_key) s[4 * j + 2 * h + e] = -INFINITY;
+          for (int j = 0; j < C::kKeys / 8; ++j) {
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              const int key = key_base + 8 * j + e;
+              if (key > pos || key < first_key) s[4 * j + 2 * h + e] = -INFINITY;
+            }
           }
         }
       }
+
+      // Online softmax in base 2; the 4 lanes of a quad share a row.
+      float corrections[2];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        float mx = row_max[h];
+#pragma unroll
+        for (int j = 0; j < C::kKeys / 8; ++j) mx = fmaxf(mx, fmaxf(s[4 * j + 2 * h], s[4 * j + 2 * h + 1]));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        // A row with no visible key yet keeps max -inf; subtract 0 then so exp gives 0, not NaN.
+        // Unfused products: when the maximum did not change, the correction is exactly 1 (a wholly masked tile
+        // leaves a row's state exactly as it was).
+        const float base_exp = mx == -INFINITY ? 0.0f : __fmul_rn(mx, pp.scale_log2);
+        const float correction = ex2(__fmul_rn(row_max[h], pp.scale_log2) - base_exp);
+        row_max[h] = mx;
+        float sum = 0.0f;
+#pragma unroll
+        for (int j = 0; j < C::kKeys / 8; ++j) {
+          s[4 * j + 2 * h] = ex2(fmaf(s[4 * j + 2 * h], pp.scale_log2, -base_exp));
+          s[4 * j + 2 * h + 1] = ex2(fmaf(s[4 * j + 2 * h + 1], pp.scale_log2, -base_exp));
+          sum += s[4 * j + 2 * h] + s[4 * j + 2 * h + 1];
+        }
+        row_sum[h] = row_sum[h] * correction + sum;
+        corrections[h] = correction;
+      }
+#pragma unroll
+      for (int j = 0; j < D / 8; ++j) {
+        o[4 * j] *= corrections[0];
+        o[4 * j + 1] *= corrections[0];
+        o[4 * j + 2] *= corrections[1];
+        o[4 * j + 3] *= corrections[1];
+      }
+
+      if constexpr (kFp8) scale_by_keys(s, v_tile + C::kTileBytes + C::kKeys * 4, lane);  // sums stay unscaled
+      // O += P V: keys 16 kk .. 16 kk + 15 are S columns 16 kk + 2 (lane % 4) (+ 1, + 8, + 9), the A fragment.
+      uint32_t pa[C::kKeys / 16][4];
+#pragma unroll
+      for (int kk = 0; kk < C::kKeys / 16; ++kk) {
+        pa[kk][0] = pack_bf16(s[8 * kk], s[8 * kk + 1]);
+        pa[kk][1] = pack_bf16(s[8 * kk + 2], s[8 * kk + 3]);
+        pa[kk][2] = pack_bf16(s[8 * kk + 4], s[8 * kk + 5]);
+        pa[kk][3] = pack_bf16(s[8 * kk + 6], s[8 * kk + 7]);
+      }
+      wgmma::fence();
+#pragma unroll
+      for (int kk = 0; kk < C::kKeys / 16; ++kk) {
+        // Keys 16 kk ..: two 8-key groups (sbo 1024), the two 64-dim panels (lbo one panel).
+        const uint64_t b = wgmma::desc_sw128(v_tile + kk * 16 * 128, C::kKeys * 128, 1024);
+        wgmma::m64n128k16_rs_tb(o, pa[kk], b);
+      }
+      wgmma::commit_group();
+      wgmma::wait_group<0>();
+      wgmma::hold(o);
+#pragma unroll
+      for (int kk = 0; kk < C::kKeys / 16; ++kk) wgmma::hold(pa[kk]);
+      __syncwarp();
+      if (lane == 0) mbar_arrive(empty_bar + 8 * stage);
     }
 
-    // Online softmax in base 2; the 4 lanes of a quad share a row.
-    float corrections[2];
+    // out = O / l; each quad writes 16 contiguous bytes per 8 columns of a row.
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      float mx = row_max[h];
+      float l = row_sum[h];
+      l += __shfl_xor_sync(0xffffffffu, l, 1);
+      l += __shfl_xor_sync(0xffffffffu, l, 2);
+      const int row = row0 + wg_row + lane / 4 + 8 * h;
+      if (row >= num_rows) continue;
+      const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+      bf16* out = p.out + static_cast<int64_t>(seq_begin + row / group) * p.num_heads * D +
+                  (kv_head * group + row % group) * D + 2 * (lane % 4);
 #pragma unroll
-      for (int j = 0; j < C::kKeys / 8; ++j) mx = fmaxf(mx, fmaxf(s[4 * j + 2 * h], s[4 * j + 2 * h + 1]));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      // A row with no visible key yet keeps max -inf; subtract 0 then so exp gives 0, not NaN.
-      // Unfused products: when the maximum did not change, the correction is exactly 1 (a wholly masked tile
-      // leaves a row's state exactly as it was).
-      const float base_exp = mx == -INFINITY ? 0.0f : __fmul_rn(mx, pp.scale_log2);
-      const float correction = ex2(__fmul_rn(row_max[h], pp.scale_log2) - base_exp);
-      row_max[h] = mx;
-      float sum = 0.0f;
-#pragma unroll
-      for (int j = 0; j < C::kKeys / 8; ++j) {
-        s[4 * j + 2 * h] = ex2(fmaf(s[4 * j + 2 * h], pp.scale_log2, -base_exp));
-        s[4 * j + 2 * h + 1] = ex2(fmaf(s[4 * j + 2 * h + 1], pp.scale_log2, -base_exp));
-        sum += s[4 * j + 2 * h] + s[4 * j + 2 * h + 1];
+      for (int j = 0; j < D / 8; ++j) {
+        *reinterpret_cast<uint32_t*>(out + 8 * j) = pack_bf16(o[4 * j + 2 * h] * inv, o[4 * j + 2 * h + 1] * inv);
       }
-      row_sum[h] = row_sum[h] * correction + sum;
-      corrections[h] = correction;
     }
-#pragma unroll
-    for (int j = 0; j < D / 8; ++j) {
-      o[4 * j] *= corrections[0];
-      o[4 * j + 1] *= corrections[0];
-      o[4 * j + 2] *= corrections[1];
-      o[4 * j + 3] *= corrections[1];
-    }
-
-    if constexpr (kFp8) scale_by_keys(s, v_tile + C::kTileBytes + C::kKeys * 4, lane);  // sums stay unscaled
-    // O += P V: keys 16 kk .. 16 kk + 15 are S columns 16 kk + 2 (lane % 4) (+ 1, + 8, + 9), the A fragment.
-    uint32_t pa[C::kKeys / 16][4];
-#pragma unroll
-    for (int kk = 0; kk < C::kKeys / 16; ++kk) {
-      pa[kk][0] = pack_bf16(s[8 * kk], s[8 * kk + 1]);
-      pa[kk][1] = pack_bf16(s[8 * kk + 2], s[8 * kk + 3]);
-      pa[kk][2] = pack_bf16(s[8 * kk + 4], s[8 * kk + 5]);
-      pa[kk][3] = pack_bf16(s[8 * kk + 6], s[8 * kk + 7]);
-    }
-    wgmma::fence();
-#pragma unroll
-    for (int kk = 0; kk < C::kKeys / 16; ++kk) {
-      // Keys 16 kk ..: two 8-key groups (sbo 1024), the two 64-dim panels (lbo one panel).
-      const uint64_t b = wgmma::desc_sw128(v_tile + kk * 16 * 128, C::kKeys * 128, 1024);
-      wgmma::m64n128k16_rs_tb(o, pa[kk], b);
-    }
-    wgmma::commit_group();
-    wgmma::wait_group<0>();
-    wgmma::hold(o);
-#pragma unroll
-    for (int kk = 0; kk < C::kKeys / 16; ++kk) wgmma::hold(pa[kk]);
-    __syncwarp();
-    if (lane == 0) mbar_arrive(empty_bar + 8 * stage);
-  }
-
-  // out = O / l; each quad writes 16 contiguous bytes per 8 columns of a row.
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    float l = row_sum[h];
-    l += __shfl_xor_sync(0xffffffffu, l, 1);
-    l += __shfl_xor_sync(0xffffffffu, l, 2);
-    const int row = row0 + wg_row + lane / 4 + 8 * h;
-    if (row >= num_rows) continue;
-    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
-    bf16* out = p.out + static_cast<int64_t>(seq_begin + row / group) * p.num_heads * D +
-                (kv_head * group + row % group) * D + 2 * (lane % 4);
-#pragma unroll
-    for (int j = 0; j < D / 8; ++j) {
-      *reinterpret_cast<uint32_t*>(out + 8 * j) = pack_bf16(o[4 * j + 2 * h] * inv, o[4 * j + 2 * h + 1] * inv);
-    }
+    ++served;
   }
 }
 
@@ -359,11 +441,20 @@ void launch(const PagedAttentionParams& p, int64_t max_seq_tokens, cudaStream_t 
   using C = WgmmaPrefillConfig<kFp8>;
   static const bool configured = (configure_smem(wgmma_prefill_kernel<kFp8>, C::kSmemBytes), true);
   (void)configured;
+  static const int num_sms = [] {
+    int device = 0, sms = 0;
+    TIDE_CUDA_CHECK(cudaGetDevice(&device));
+    TIDE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    return sms;
+  }();
   const int group = static_cast<int>(p.num_heads / p.num_heads_kv);
   const int64_t tiles = (max_seq_tokens * group + C::kRows - 1) / C::kRows;
   const PrefillParams pp{p, static_cast<int>(tiles), group, p.scale * kLog2e};
-  const dim3 grid(static_cast<unsigned>(p.num_seqs * tiles), static_cast<unsigned>(p.num_heads_kv));
-  launch_kernel(wgmma_prefill_kernel<kFp8>, grid, C::kThreads, C::kSmemBytes, stream, pp);
+  const int64_t items = p.num_seqs * tiles * p.num_heads_kv;
+  TIDE_CHECK(items < (int64_t{1} << 31));
+  const int64_t ctas = std::min<int64_t>(items, num_sms);
+  launch_kernel(wgmma_prefill_kernel<kFp8>, dim3(static_cast<unsigned>(ctas)), C::kThreads, C::kSmemBytes,
+                stream, pp);
 }
 
 }  // namespace
