@@ -314,6 +314,26 @@ TEST(CudaAttention, DecodePlanSplitsAndCtasPerSm) {
   EXPECT_EQ(cuda::mma_decode_plan(1, 1, 1 << 20, kSms, 128, 4, 1).splits, 128);
 }
 
+// The decode launch's CTAs and split-output rows (host arithmetic, no GPU needed): one CTA per token, or per
+// tile of a sequence's tokens; with a sequence list (a mixed step's decodes) always per listed sequence's tiles,
+// and the split outputs kept for those tiles' tokens only, not for every token of the step.
+TEST(CudaAttention, DecodeCtasAndSlotsWithAndWithoutASequenceList) {
+  // 300 tokens of 40 sequences; R7B's group of 4: one token a CTA when the sequences bring one each.
+  EXPECT_EQ(cuda::mma_decode_ctas(300, 40, 4, 1), 300);
+  EXPECT_EQ(cuda::mma_decode_slot_tokens(300, 40, 4, 1), 300);
+  // Up to 5 tokens a sequence: 4 a CTA (16 rows / group 4), 2 tiles per sequence; slots stay by token.
+  EXPECT_EQ(cuda::mma_decode_ctas(300, 40, 4, 5), 80);
+  EXPECT_EQ(cuda::mma_decode_slot_tokens(300, 40, 4, 5), 300);
+  // Listed: the 40 decodes of a step whose 300 tokens include prefill chunks.
+  EXPECT_EQ(cuda::mma_decode_ctas(300, 40, 4, 1, true), 40);
+  EXPECT_EQ(cuda::mma_decode_slot_tokens(300, 40, 4, 1, true), 40);
+  EXPECT_EQ(cuda::mma_decode_ctas(300, 40, 4, 5, true), 80);
+  EXPECT_EQ(cuda::mma_decode_slot_tokens(300, 40, 4, 5, true), 320);  // 2 tiles of 4 rows each
+  // Command A's group of 12: one token a CTA, so 3 tiles for 3 tokens.
+  EXPECT_EQ(cuda::mma_decode_ctas(300, 40, 12, 3, true), 120);
+  EXPECT_EQ(cuda::mma_decode_slot_tokens(300, 40, 12, 3, true), 120);
+}
+
 TEST(CudaAttention, DecodeLongContextManySplits) {
   TIDE_REQUIRE_GPU();
   run_case({{{3000, 1}, {100, 1}, {5000, 1}, {0, 1}}, 16, 0, {32, 8, 128}}, 21);
