@@ -188,7 +188,8 @@ void add_engine_flags(CLI::App* cmd, EngineFlags& flags) {
                   "to 4 tokens per step from the request's own prompt and output (prompt lookup) and verifies them in "
                   "the same forward pass; {\"model\": \"DIR\", \"num_speculative_tokens\": 4} drafts with a "
                   "smaller model of the same vocabulary (loaded like the model, its KV cache a share of the "
-                  "model's); outputs are the same as without it")
+                  "model's); \"disable_by_batch_size\": N with either: a step speculates only while fewer than N "
+                  "requests run; outputs are the same as without it")
       ->check(CLI::Validator(
           [](std::string& value) -> std::string {
             try {

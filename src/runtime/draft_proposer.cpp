@@ -46,6 +46,15 @@ void DraftProposer::release_all() {
   logits_used_ = 0;
 }
 
+void DraftProposer::skip_round() {
+  for (auto& [id, s] : seqs_) {
+    s.draft.clear();
+    s.logits_rows.clear();
+  }
+  logits_ = Tensor{};
+  logits_used_ = 0;
+}
+
 void DraftProposer::take(RequestId id, int64_t max_tokens, std::vector<int32_t>& draft) const {
   draft.clear();
   const auto it = seqs_.find(id);
@@ -110,6 +119,7 @@ int64_t DraftProposer::step(const ForwardBatch& batch, std::span<const SamplingR
 }
 
 void DraftProposer::run(std::span<const DraftRequest> requests) {
+  skip_round();
   std::unordered_set<RequestId> present;
   for (const DraftRequest& r : requests) present.insert(r.id);
   for (auto it = seqs_.begin(); it != seqs_.end();) {
@@ -117,13 +127,9 @@ void DraftProposer::run(std::span<const DraftRequest> requests) {
       drop(it->second);
       it = seqs_.erase(it);
     } else {
-      it->second.draft.clear();
-      it->second.logits_rows.clear();
       ++it;
     }
   }
-  logits_ = Tensor{};
-  logits_used_ = 0;
 
   // What each sequence computes: positions start .. n - 1 to catch up (the newest id included), then drafted
   // tokens d_1 .. d_{drafts - 1} at n .. n + drafts - 2 (d_drafts is sampled, never computed).

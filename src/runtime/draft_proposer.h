@@ -49,6 +49,9 @@ class DraftProposer {
   // are not among them give their draft blocks back. Throws what the draft model's step throws; the draft
   // cache is then released entirely (its contents are unknown) and no request has a draft.
   void run(std::span<const DraftRequest> requests);
+  // A round without drafts (the step does not speculate): the drafts and logits of the last run() are dropped;
+  // every sequence keeps its draft blocks and catches up on the tokens it missed at the next run().
+  void skip_round();
   // The draft run() made for `id`, at most `max_tokens` of it, into `draft` (left empty when there is none).
   void take(RequestId id, int64_t max_tokens, std::vector<int32_t>& draft) const;
   // What the rows of `step` (scheduled after run(), with the scheduler's drafts taken from here) check against

@@ -133,7 +133,7 @@ class Engine::Loop {
           outputs_.propose(r.id, max_tokens, draft);
         }
         outputs_.constrain_draft(r, draft);
-      }, o.speculative->num_speculative_tokens);
+      }, o.speculative->num_speculative_tokens, o.speculative->disable_by_batch_size);
     }
   }
 
@@ -179,7 +179,13 @@ class Engine::Loop {
   // step's results become deltas (handed out at once); then its sampled ids are committed, and its own results
   // wait for the next step to be processed (or for flush_previous when nothing else runs).
   void step(Outbox& out) {
-    if (drafts_) run_drafts();
+    if (drafts_) {
+      if (scheduler_->speculates()) {
+        run_drafts();
+      } else {
+        drafts_->skip_round();  // too many requests run for speculation to pay: no draft step either
+      }
+    }
     const Clock::time_point planning = Clock::now();
     ScheduledStep step;
     try {

@@ -71,10 +71,16 @@ bool Scheduler::finish(RequestId id, FinishReason reason, std::string error) {
   return true;
 }
 
-void Scheduler::set_proposer(Proposer propose, int64_t max_draft) {
-  TIDE_CHECK(!in_flight_ && max_draft >= 0);
+void Scheduler::set_proposer(Proposer propose, int64_t max_draft, int64_t disable_by_batch_size) {
+  TIDE_CHECK(!in_flight_ && max_draft >= 0 && disable_by_batch_size >= 0);
   proposer_ = std::move(propose);
   max_draft_ = proposer_ ? max_draft : 0;
+  disable_by_batch_size_ = disable_by_batch_size;
+}
+
+bool Scheduler::speculates() const {
+  return max_draft_ > 0 &&
+         (disable_by_batch_size_ == 0 || static_cast<int64_t>(running_.size()) < disable_by_batch_size_);
 }
 
 void Scheduler::retract(const ScheduledStep& step) {
@@ -109,6 +115,7 @@ ScheduledStep Scheduler::schedule() {
   plan.token_budget = step_token_limit_ > 0 ? std::min(options_.max_num_batched_tokens, step_token_limit_)
                                             : options_.max_num_batched_tokens;
   const int64_t chunk = std::min(chunk_, plan.token_budget);
+  plan.max_draft = speculates() ? max_draft_ : 0;
 
   // 1. Decodes, oldest first: one token each keeps every running request's latency flat. The loop bound is
   //    re-read because reserve() may preempt from the back of running_.
@@ -146,7 +153,7 @@ void Scheduler::reserve_decode(Request& r, Plan& plan) {
   r.draft.clear();
   // Drafts beyond the tokens the request may still emit (max_tokens, the model's length) are never kept; the
   // verify chunk is a chunk like a prompt's (at most chunk_ tokens, within the step's budget).
-  const int64_t room = std::min({max_draft_, r.params.max_tokens - r.num_output_tokens() - 1,
+  const int64_t room = std::min({plan.max_draft, r.params.max_tokens - r.num_output_tokens() - 1,
                                  options_.max_model_len - r.num_tokens() - 1, plan.token_budget - 1, chunk_ - 1});
   if (room > 0) {
     proposer_(r, room, r.draft);

@@ -59,8 +59,12 @@ class Scheduler {
 
   const SchedulerOptions& options() const { return options_; }
   // Turns speculation on (`propose` asked for at most `max_draft` tokens per decoding request and step) or off
-  // (null). Not while a step is in flight.
-  void set_proposer(Proposer propose, int64_t max_draft);
+  // (null). With `disable_by_batch_size` > 0, a step speculates only while fewer than that many requests run
+  // when it is planned (a large batch is better served by plain decodes). Not while a step is in flight.
+  void set_proposer(Proposer propose, int64_t max_draft, int64_t disable_by_batch_size = 0);
+  // Whether the next schedule() may ask the proposer for drafts (a proposer is set and the running requests
+  // are fewer than disable_by_batch_size).
+  bool speculates() const;
   const KvCacheManager& kv() const { return kv_; }
 
   // Queues a request (status waiting) and returns its id (increasing in arrival order). Throws tide::Error,
@@ -124,6 +128,7 @@ class Scheduler {
     std::vector<Planned> entries;
     int64_t token_budget = 0;
     bool preempted = false;  // someone was preempted this step: the arena is full, admit nobody
+    int64_t max_draft = 0;   // drafted tokens per decoding request this step
   };
 
   // Gives running request `r` blocks for up to `want` tokens (fewer when that is what fits), preempting
@@ -159,6 +164,7 @@ class Scheduler {
   int64_t running_limit_ = 0;
   Proposer proposer_;
   int64_t max_draft_ = 0;
+  int64_t disable_by_batch_size_ = 0;
   int64_t num_draft_tokens_ = 0;
   int64_t num_accepted_tokens_ = 0;
   int64_t num_verifies_ = 0;

@@ -40,9 +40,10 @@ SpeculativeConfig SpeculativeConfig::parse(std::string_view json_text) {
   if (!object.is_object()) refuse("expected a JSON object, got " + object.dump());
   for (const auto& [key, value] : object.items()) {
     if (key != "method" && key != "num_speculative_tokens" && key != "prompt_lookup_min" &&
-        key != "prompt_lookup_max" && key != "model") {
+        key != "prompt_lookup_max" && key != "model" && key != "disable_by_batch_size") {
       refuse("unknown key '" + key +
-             "' (accepted: method, num_speculative_tokens, prompt_lookup_min, prompt_lookup_max, model)");
+             "' (accepted: method, num_speculative_tokens, prompt_lookup_min, prompt_lookup_max, model, "
+             "disable_by_batch_size)");
     }
   }
   SpeculativeConfig c;
@@ -64,6 +65,10 @@ SpeculativeConfig SpeculativeConfig::parse(std::string_view json_text) {
   }
   if (!object.contains("num_speculative_tokens")) refuse("num_speculative_tokens is required");
   c.num_speculative_tokens = integer_in(object, "num_speculative_tokens", 1, kMaxSpeculativeTokens);
+
+  if (object.contains("disable_by_batch_size")) {
+    c.disable_by_batch_size = integer_in(object, "disable_by_batch_size", 2, kMaxDisableByBatchSize);
+  }
 
   const bool has_min = object.contains("prompt_lookup_min"), has_max = object.contains("prompt_lookup_max");
   if (c.method == Method::kNgram) {

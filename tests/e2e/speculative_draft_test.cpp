@@ -371,6 +371,43 @@ TEST(DraftLimits, DraftShorterThanTheSequences) {
   expect_caches_empty(engine);
 }
 
+// disable_by_batch_size 2: no draft step and no verify step while two to four requests run; the request
+// left alone speculates for its last tokens; the ids are those without speculation.
+TEST(DraftLimits, NoSpeculationWhileTheBatchReachesDisableByBatchSize) {
+  const ModelConfig config = ModelConfig::from_dir(fixture("cohere2-tiny"));
+  const auto prompts = test::quoting_prompts(config.vocab_size, 37);
+  ASSERT_EQ(prompts.size(), 4u);
+  const int64_t max_tokens[] = {6, 10, 14, 40};
+  std::vector<BatchRequest> batch;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    GenerateOptions o;
+    o.max_tokens = max_tokens[i];
+    o.ignore_eos = true;
+    batch.push_back(BatchRequest{prompts[i], o});
+  }
+  Engine plain(fixture("cohere2-tiny"), std::make_unique<CpuBackend>(), draft_options(8, int64_t{64} << 20, 0, {}));
+  const std::vector<GenerateResult> want = plain.generate_batch(batch);
+  EngineOptions o = draft_options(8, int64_t{64} << 20, 0, {});
+  o.speculative = spec::SpeculativeConfig::parse(nlohmann::json{{"model", fixture("cohere2-tiny").string()},
+                                                                {"num_speculative_tokens", 4},
+                                                                {"disable_by_batch_size", 2}}.dump());
+  Engine engine(fixture("cohere2-tiny"), std::make_unique<CpuBackend>(), o);
+  expect_same(engine.generate_batch(batch), want, "disable_by_batch_size 2");
+  const EngineStats s = engine.stats();
+  // Only the last request's 26 tokens after the third one finished are verified: at most 26 drafts kept (the
+  // last token of each verify step is the model's own), at most 26 verify steps, each after a round of at
+  // most 4 draft steps; without the limit, the last request alone keeps about 30 of its 40.
+  EXPECT_GT(s.spec_verifies, 0);
+  EXPECT_LE(s.spec_accepted_tokens, 26);
+  EXPECT_LE(s.spec_verifies, 26);
+  EXPECT_LE(s.spec_draft_steps, 4 * s.spec_verifies);
+  std::printf("[ spec     ] disable_by_batch_size 2: %ld verify steps, %ld of %ld drafts accepted, %ld draft steps\n",
+              static_cast<long>(s.spec_verifies), static_cast<long>(s.spec_accepted_tokens),
+              static_cast<long>(s.spec_draft_tokens), static_cast<long>(s.spec_draft_steps));
+  EXPECT_GE(s.spec_accepted_tokens * 10, s.spec_draft_tokens * 9);  // the model drafting for itself
+  expect_caches_empty(engine);
+}
+
 // The greedy continuation of `prompt` by the model of `dir` alone (the reference for what a draft must be).
 std::vector<int32_t> greedy(const std::filesystem::path& dir, std::span<const int32_t> prompt, int64_t tokens) {
   EngineOptions o;
@@ -383,7 +420,8 @@ std::vector<int32_t> greedy(const std::filesystem::path& dir, std::span<const in
 }
 
 // DraftProposer alone: its drafts are the draft model's own greedy continuations, after a first round and
-// after rounds whose drafts were partly accepted, partly refused, or whose step did not run; a draft cache
+// after rounds whose drafts were partly accepted, partly refused, or whose step did not run, and after a round
+// skipped (no drafts while the sequences grew); a draft cache
 // too small for every sequence drafts for some of them and no other; nothing stays in use afterwards.
 TEST(DraftProposer, DraftsAreTheDraftModelsGreedyContinuation) {
   const std::filesystem::path model = fixture("cohere2-tiny"), draft = fixture("cohere2-tiny-hd128");
@@ -434,6 +472,18 @@ TEST(DraftProposer, DraftsAreTheDraftModelsGreedyContinuation) {
     EXPECT_GE(drafted, 1) << "round " << round;
     EXPECT_LT(drafted, 4) << "round " << round << ": the draft cache holds two sequences, not four";
     kv.check_invariants(proposer.live_sequences());
+    if (round == 1) {
+      // A round without drafts (a step that does not speculate): nothing is handed out, every sequence keeps
+      // its blocks, and the next round catches up on the tokens the sequences gained meanwhile.
+      const int64_t held = kv.pool().stats().in_use_blocks;
+      proposer.skip_round();
+      EXPECT_EQ(kv.pool().stats().in_use_blocks, held);
+      for (size_t i = 0; i < seqs.size(); ++i) {
+        proposer.take(i + 1, k, got);
+        EXPECT_TRUE(got.empty()) << "sequence " << i;
+        for (int t = 0; t < 3; ++t) seqs[i].push_back(seqs[i][seqs[i].size() / 2]);
+      }
+    }
   }
   proposer.release(1);
   proposer.release_all();

@@ -336,5 +336,48 @@ TEST(Scheduler, EngineFinishesARequestWithItsOwnReason) {
   EXPECT_TRUE(b.pools_free());
 }
 
+// ---  speculation
+
+// disable_by_batch_size 2: while two requests run, steps carry no drafts (the proposer is not even asked);
+// once one remains, its decodes are verify steps. The drafts are the request's own continuation, so every one
+// is kept, and the ids are those of the request alone either way.
+TEST(Scheduler, SpeculatesOnlyWhileFewerRequestsRunThanDisableByBatchSize) {
+  Bench b(4, {0, 8}, 64, options(64, 4, 16));
+  int64_t asked = 0;
+  b.sched.set_proposer([&](const Request& r, int64_t max_tokens, Tokens& draft) {
+    ++asked;
+    const Tokens ref = reference_output(r.params, b.model.windows(), kVocab).ids;
+    for (auto i = static_cast<size_t>(r.num_output_tokens()); i < ref.size() && static_cast<int64_t>(draft.size()) < max_tokens; ++i) {
+      draft.push_back(ref[i]);
+    }
+  }, 3, /*disable_by_batch_size=*/2);
+  EXPECT_TRUE(b.sched.speculates());  // nobody runs yet
+  const RequestId longer = b.sched.add(req(tokens(6, 1), 30));
+  const RequestId shorter = b.sched.add(req(tokens(5, 20), 4));
+  int64_t verify_steps = 0;
+  while (b.sched.has_unfinished()) {
+    const size_t running = b.sched.num_running();
+    EXPECT_EQ(b.sched.speculates(), running < 2);
+    const int64_t asked_before = asked;
+    ScheduledStep step;
+    ASSERT_TRUE(b.step(&step));
+    int64_t drafted = 0;
+    for (const ScheduledSequence& s : step.seqs) drafted += s.num_draft;
+    if (running >= 2) {
+      EXPECT_EQ(drafted, 0);
+      EXPECT_EQ(asked, asked_before);
+    } else if (drafted > 0) {
+      ++verify_steps;
+    }
+  }
+  EXPECT_TRUE(b.finished.count(shorter));
+  EXPECT_GT(verify_steps, 0);
+  // 4 decodes of `longer` beside `shorter` (one token each), then its other 26 tokens at up to 4 a step.
+  EXPECT_LE(b.sched.num_verifies(), 7);
+  EXPECT_EQ(b.sched.num_accepted_tokens(), b.sched.num_draft_tokens());
+  for (RequestId id : {longer, shorter}) EXPECT_TRUE(b.matches_reference(id));
+  EXPECT_TRUE(b.pools_free());
+}
+
 }  // namespace
 }  // namespace tide

@@ -37,6 +37,18 @@ TEST(SpeculativeConfig, ParsesVllmsForms) {
             "d");
 }
 
+TEST(SpeculativeConfig, DisableByBatchSizeForEitherMethod) {
+  EXPECT_EQ(SpeculativeConfig::parse(R"({"method": "ngram", "num_speculative_tokens": 2})").disable_by_batch_size, 0);
+  EXPECT_EQ(SpeculativeConfig::parse(
+                R"({"method": "ngram", "num_speculative_tokens": 2, "disable_by_batch_size": 32})")
+                .disable_by_batch_size,
+            32);
+  EXPECT_EQ(
+      SpeculativeConfig::parse(R"({"model": "d", "num_speculative_tokens": 4, "disable_by_batch_size": 2})")
+          .disable_by_batch_size,
+      2);
+}
+
 TEST(SpeculativeConfig, LookupBoundsDefaultTogether) {
   const auto none = SpeculativeConfig::parse(R"({"method": "ngram", "num_speculative_tokens": 2})");
   EXPECT_EQ(none.prompt_lookup_min, SpeculativeConfig::kDefaultLookupMin);
@@ -69,6 +81,10 @@ TEST(SpeculativeConfig, RefusesBadInputNamingTheKey) {
       {R"({"method": "draft_model", "num_speculative_tokens": 2})", "model is required"},
       {R"({"model": "", "num_speculative_tokens": 2})", "model must be a non-empty path"},
       {R"({"model": "d", "num_speculative_tokens": 2, "prompt_lookup_max": 3})", "are for method ngram"},
+      {R"({"method": "ngram", "num_speculative_tokens": 2, "disable_by_batch_size": 1})",
+       "disable_by_batch_size must be in [2, "},
+      {R"({"model": "d", "num_speculative_tokens": 2, "disable_by_batch_size": "8"})",
+       "disable_by_batch_size must be an integer"},
       {R"({"method": "ngram", "num_speculative_tokens": 2, "draft_tensor_parallel_size": 1})",
        "unknown key 'draft_tensor_parallel_size'"},
   };
