@@ -2,10 +2,12 @@
 // small positions, windows, row-tile spans and tile sizes: every key a row sees is in a visited tile and no key
 // before the first one any row sees is read; the tiles a row meets do not depend on which row tile it falls in
 // (what makes a prompt's outputs independent of its chunking); a tile goes unmasked exactly when every row sees
-// all of its keys.
+// all of its keys. The persistent kernel's work items cover every row of every sequence and head exactly once,
+// in the order that starts the rows seeing the most keys first.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <random>
 #include <vector>
 
 #include "backend/cuda/prefill_tiling.h"
@@ -88,6 +90,58 @@ TEST(PrefillTiling, ATileGoesUnmaskedExactlyWhenEveryRowSeesAllOfItsKeys) {
         }
       }
     }
+  }
+}
+
+TEST(PrefillTiling, WorkItemsCoverEveryRowOnceTheLastRowTilesFirst) {
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 300; ++trial) {
+    const int rows = trial % 2 == 0 ? 128 : 64;
+    const int heads_kv = std::vector<int>{1, 2, 8}[trial % 3];
+    const int group = std::vector<int>{1, 4, 12, 3}[(trial / 3) % 4];
+    const int num_seqs = 1 + static_cast<int>(rng() % 7);
+    std::vector<int> tokens(static_cast<size_t>(num_seqs));
+    int longest = 0;
+    for (int& t : tokens) {
+      t = 1 + static_cast<int>(rng() % (trial % 5 == 0 ? 8 : 700));  // decodes and verify chunks too
+      longest = std::max(longest, t);
+    }
+    const int tiles_per_seq = (longest * group + rows - 1) / rows;  // as the launch computes it
+    SCOPED_TRACE(testing::Message() << "trial " << trial << ": " << num_seqs << " sequences, rows " << rows
+                                    << ", heads " << heads_kv << " x " << group << ", " << tiles_per_seq
+                                    << " row tiles");
+    // covered[s][head][row]: how many items computed that row.
+    std::vector<std::vector<std::vector<int>>> covered(static_cast<size_t>(num_seqs));
+    for (int s = 0; s < num_seqs; ++s) {
+      covered[static_cast<size_t>(s)].assign(static_cast<size_t>(heads_kv),
+                                             std::vector<int>(static_cast<size_t>(tokens[static_cast<size_t>(s)] * group), 0));
+    }
+    std::vector<int> seen(static_cast<size_t>(num_seqs * tiles_per_seq * heads_kv), 0);
+    int last_row0 = 1 << 30;
+    for (int item = 0; item < num_seqs * tiles_per_seq * heads_kv; ++item) {
+      const PrefillItem w = prefill_item(item, num_seqs, heads_kv);
+      ASSERT_TRUE(w.listed >= 0 && w.listed < num_seqs && w.rank >= 0 && w.rank < tiles_per_seq && w.kv_head >= 0 &&
+                  w.kv_head < heads_kv)
+          << "item " << item;
+      ++seen[static_cast<size_t>((w.listed * tiles_per_seq + w.rank) * heads_kv + w.kv_head)];
+      // Items go from the rows furthest into their sequences (seeing the most keys) to the first rows.
+      const int row0 = prefill_rank_row0(w.rank, tiles_per_seq, rows);
+      ASSERT_LE(row0, last_row0) << "item " << item;
+      last_row0 = row0;
+      const int n = tokens[static_cast<size_t>(w.listed)] * group;
+      ASSERT_EQ(prefill_rank_is_empty(w.rank, tiles_per_seq, rows, tokens[static_cast<size_t>(w.listed)], group), row0 >= n);
+      for (int r = row0; r < std::min(n, row0 + rows); ++r) ++covered[static_cast<size_t>(w.listed)][static_cast<size_t>(w.kv_head)][static_cast<size_t>(r)];
+    }
+    for (int count : seen) ASSERT_EQ(count, 1);
+    for (const auto& seq : covered) {
+      for (const auto& head : seq) {
+        for (int count : head) ASSERT_EQ(count, 1);
+      }
+    }
+    // Rank 0 holds the longest sequence's last row (no item is empty for it).
+    const int last_row = longest * group - 1;
+    ASSERT_TRUE(prefill_rank_row0(0, tiles_per_seq, rows) <= last_row &&
+                last_row < prefill_rank_row0(0, tiles_per_seq, rows) + rows);
   }
 }
 

@@ -60,7 +60,7 @@ __device__ __forceinline__ PrefillRowTile prefill_row_tile_of(const PrefillParam
   const PagedAttentionParams& p = pp.p;
   PrefillRowTile t;
   t.seq = seq;
-  t.row0 = (pp.tiles_per_seq - 1 - rank) * kRows;
+  t.row0 = prefill_rank_row0(rank, pp.tiles_per_seq, kRows);
   t.seq_begin = seq_begin;
   t.num_rows = (seq_end - seq_begin) * pp.group;
   t.tok_first = t.row0 / pp.group;

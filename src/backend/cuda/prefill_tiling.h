@@ -1,5 +1,6 @@
-// Which key tiles a prefill attention CTA visits and which of them it must mask, shared by the tensor-core
-// prefill kernels (prefill_attention.cuh, wgmma_attention.cu) and compiled on the host for the unit tests.
+// Which key tiles a prefill attention CTA visits and which of them it must mask, and the persistent wgmma
+// kernel's work items, shared by the tensor-core prefill kernels (prefill_attention.cuh, wgmma_attention.cu)
+// and compiled on the host for the unit tests.
 //
 // A CTA serves the rows of consecutive new tokens at positions [pos_first, pos_max] of one sequence. A row at
 // position p sees keys [p - window + 1, p] (window 0: [0, p]). Key tiles start at multiples of the tile size in
@@ -30,6 +31,37 @@ TIDE_HD PrefillTiles prefill_tiles(int pos_first, int pos_max, int window, int t
 // or before the last row's window start. Other tiles are seen whole by every row and need no mask.
 TIDE_HD bool prefill_needs_mask(int k0, int keys, int pos_first, int pos_max, int window) {
   return k0 + keys - 1 > pos_first || (window != 0 && k0 < pos_max - window + 1);
+}
+
+// A launch's rows: each listed sequence's new tokens times the query heads of a KV head's group, cut into row
+// tiles of `rows` rows from the end, so that rank 0 is a sequence's last row tile (under a causal mask it sees
+// the most keys). Every sequence gets `tiles_per_seq` ranks (from the longest); ranks past a shorter
+// sequence's rows are empty.
+//
+// The persistent kernel's work item i is (KV head i % H, then listed sequence, then rank), ranks outermost:
+// every sequence's rank 0 and every head of it before any rank 1, so the longest items start first and a CTA
+// taking every gridDim.x-th item gets its share of long and short ones.
+struct PrefillItem {
+  int listed;   // the sequence's index in the launch's list
+  int rank;     // its row tile, from the last
+  int kv_head;
+};
+
+TIDE_HD PrefillItem prefill_item(int item, int num_seqs, int num_heads_kv) {
+  PrefillItem t{};
+  t.kv_head = item % num_heads_kv;
+  const int rest = item / num_heads_kv;
+  t.listed = rest % num_seqs;
+  t.rank = rest / num_seqs;
+  return t;
+}
+
+// The first row of row tile `rank`: rows [first, first + rows) of the sequence's rows.
+TIDE_HD int prefill_rank_row0(int rank, int tiles_per_seq, int rows) { return (tiles_per_seq - 1 - rank) * rows; }
+
+// Whether row tile `rank` of a sequence of `new_tokens` new tokens (`group` rows each) holds no row.
+TIDE_HD bool prefill_rank_is_empty(int rank, int tiles_per_seq, int rows, int new_tokens, int group) {
+  return prefill_rank_row0(rank, tiles_per_seq, rows) >= new_tokens * group;
 }
 
 }  // namespace tide::cuda

@@ -77,18 +77,8 @@ __device__ __forceinline__ void scale_by_keys(float (&s)[64], uint32_t scales, i
 // halves swapped, so that two adjacent rows' same chunks fall in different bank groups.
 __device__ __forceinline__ uint32_t code_chunk_offset(int r, int c) { return static_cast<uint32_t>((c ^ ((r & 1) * 4)) * 16); }
 
-// Work item i of a launch: KV head i % H, then listed sequence and row tile, the sequences' last row tiles first
-// (under a causal mask they see the most keys), so that the longest items start first and a CTA taking every
-// gridDim.x-th item gets its share of long and short ones.
-__device__ __forceinline__ void prefill_item(const PrefillParams& pp, int item, int& listed, int& rank, int& kv_head) {
-  const int num_heads_kv = static_cast<int>(pp.p.num_heads_kv), num_seqs = static_cast<int>(pp.p.num_seqs);
-  kv_head = item % num_heads_kv;
-  const int rest = item / num_heads_kv;
-  listed = rest % num_seqs;
-  rank = rest / num_seqs;
-}
-
-// A persistent kernel: each CTA serves items blockIdx.x, blockIdx.x + gridDim.x, ... (prefill_item). The stage
+// A persistent kernel: each CTA serves items blockIdx.x, blockIdx.x + gridDim.x, ... (prefill_item in
+// prefill_tiling.h: heads innermost, the sequences' last row tiles first). The stage
 // ring runs on across items, and the producer loads the next item's Q once the consumers have computed their
 // last S = Q K^T of the current one (q_empty), so the next item's first tiles land while they finish.
 template <bool kFp8>
@@ -123,15 +113,11 @@ __global__ void __launch_bounds__(WgmmaPrefillConfig<kFp8>::kThreads, 1)
     }
     sts32(staged + 4 * i, static_cast<uint32_t>(count));
   }
-  // The row tile of an item (nothing to do when row0 >= num_rows).
-  const auto row_tile = [&](int listed, int rank) {
-    const int count = listed < C::kStagedSeqs ? static_cast<int>(lds32(staged + 4 * listed)) : -1;
-    if (count >= 0 && (pp.tiles_per_seq - 1 - rank) * C::kRows >= count * group) {
-      PrefillRowTile t{};
-      t.row0 = 1, t.num_rows = 0;
-      return t;
-    }
-    return prefill_row_tile_at<C::kRows>(pp, listed, rank);
+  // Whether an item's row tile is known to be empty from the staged counts (ranks past a shorter sequence's
+  // rows); a sequence whose count is not staged is checked on its row tile (row0 >= num_rows).
+  const auto staged_empty = [&](const PrefillItem& it) {
+    const int count = it.listed < C::kStagedSeqs ? static_cast<int>(lds32(staged + 4 * it.listed)) : -1;
+    return count >= 0 && prefill_rank_is_empty(it.rank, pp.tiles_per_seq, C::kRows, count, group);
   };
 
   if (tid == 0) {
@@ -156,9 +142,10 @@ __global__ void __launch_bounds__(WgmmaPrefillConfig<kFp8>::kThreads, 1)
     int ring = 0;   // tiles this CTA has put in the stage ring
     int served = 0; // items this CTA has served
     for (int item = static_cast<int>(blockIdx.x); item < num_items; item += static_cast<int>(gridDim.x)) {
-      int listed, rank, kv_head;
-      prefill_item(pp, item, listed, rank, kv_head);
-      const PrefillRowTile rt = row_tile(listed, rank);
+      const PrefillItem work = prefill_item(item, static_cast<int>(p.num_seqs), static_cast<int>(p.num_heads_kv));
+      if (staged_empty(work)) continue;
+      const int kv_head = work.kv_head;
+      const PrefillRowTile rt = prefill_row_tile_at<C::kRows>(pp, work.listed, work.rank);
       if (rt.row0 >= rt.num_rows) continue;
       const int row0 = rt.row0, num_rows = rt.num_rows, seq_begin = rt.seq_begin, pos_max = rt.pos_max;
       const PrefillTiles tiles = prefill_tiles(rt.pos_first, pos_max, window, C::kKeys);
@@ -295,9 +282,10 @@ __global__ void __launch_bounds__(WgmmaPrefillConfig<kFp8>::kThreads, 1)
   const uint32_t q_rows = q_tile + 64 * consumer * 128;
   int ring = 0, served = 0;
   for (int item = static_cast<int>(blockIdx.x); item < num_items; item += static_cast<int>(gridDim.x)) {
-    int listed, rank, kv_head;
-    prefill_item(pp, item, listed, rank, kv_head);
-    const PrefillRowTile rt = row_tile(listed, rank);
+    const PrefillItem work = prefill_item(item, static_cast<int>(p.num_seqs), static_cast<int>(p.num_heads_kv));
+    if (staged_empty(work)) continue;
+    const int kv_head = work.kv_head;
+    const PrefillRowTile rt = prefill_row_tile_at<C::kRows>(pp, work.listed, work.rank);
     if (rt.row0 >= rt.num_rows) continue;
     const int seq_begin = rt.seq_begin, num_rows = rt.num_rows, row0 = rt.row0;
     const int tok_first = rt.tok_first, pos_first = rt.pos_first, pos_max = rt.pos_max;
@@ -448,7 +436,7 @@ void launch(const PagedAttentionParams& p, int64_t max_seq_tokens, cudaStream_t 
     return sms;
   }();
   const int group = static_cast<int>(p.num_heads / p.num_heads_kv);
-  const int64_t tiles = (max_seq_tokens * group + C::kRows - 1) / C::kRows;
+  const int64_t tiles = (max_seq_tokens * group + C::kRows - 1) / C::kRows;  // row tiles, from the end (prefill_tiling.h)
   const PrefillParams pp{p, static_cast<int>(tiles), group, p.scale * kLog2e};
   const int64_t items = p.num_seqs * tiles * p.num_heads_kv;
   TIDE_CHECK(items < (int64_t{1} << 31));
