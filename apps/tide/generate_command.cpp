@@ -108,7 +108,9 @@ void print_result_json(const Engine& engine, const std::vector<int32_t>& prompt_
     const EngineStats stats = engine.stats();
     j["speculative"] = {{"draft_tokens", stats.spec_draft_tokens},
                         {"accepted_tokens", stats.spec_accepted_tokens},
-                        {"verifications", stats.spec_verifies}};
+                        {"verifications", stats.spec_verifies},
+                        {"draft_tokens_per_position", stats.spec_draft_tokens_per_position},
+                        {"accepted_tokens_per_position", stats.spec_accepted_tokens_per_position}};
     if (engine.draft_kv_cache()) {
       j["speculative"]["draft_steps"] = stats.spec_draft_steps;
       j["speculative"]["draft_seconds"] = stats.draft_seconds;

@@ -75,6 +75,10 @@ struct EngineStats {
   int64_t spec_accepted_tokens = 0;
   int64_t spec_verifies = 0;
   int64_t spec_draft_steps = 0;  // steps of the draft model (a draft model's speculation)
+  // Per draft position (0: a verify step's first drafted token): drafts verified there, and those accepted;
+  // their ratio is the acceptance rate at that depth, what choosing num_speculative_tokens wants to know.
+  std::vector<int64_t> spec_draft_tokens_per_position;
+  std::vector<int64_t> spec_accepted_tokens_per_position;
   // Where the loop's time went, summed over the steps run: the steps' wall time, and in it planning them
   // (the scheduler, block copies queued), running them (queueing the forward pass and sampling, waiting for
   // the sampled ids) and their results (committing, detokenizing, stop strings, building and handing out

@@ -101,6 +101,15 @@ class Engine::Loop {
     s.spec_draft_tokens = past_spec_.spec_draft_tokens + scheduler_->num_draft_tokens();
     s.spec_accepted_tokens = past_spec_.spec_accepted_tokens + scheduler_->num_accepted_tokens();
     s.spec_verifies = past_spec_.spec_verifies + scheduler_->num_verifies();
+    const auto add = [](const std::vector<int64_t>& past, const std::vector<int64_t>& now) {
+      std::vector<int64_t> sum(std::max(past.size(), now.size()), 0);
+      for (size_t i = 0; i < past.size(); ++i) sum[i] += past[i];
+      for (size_t i = 0; i < now.size(); ++i) sum[i] += now[i];
+      return sum;
+    };
+    s.spec_draft_tokens_per_position = add(past_spec_.spec_draft_tokens_per_position, scheduler_->drafted_per_position());
+    s.spec_accepted_tokens_per_position =
+        add(past_spec_.spec_accepted_tokens_per_position, scheduler_->accepted_per_position());
     s.spec_draft_steps = drafts_ ? drafts_->num_steps() : 0;
   }
 

@@ -76,6 +76,8 @@ void Scheduler::set_proposer(Proposer propose, int64_t max_draft, int64_t disabl
   proposer_ = std::move(propose);
   max_draft_ = proposer_ ? max_draft : 0;
   disable_by_batch_size_ = disable_by_batch_size;
+  drafted_per_position_.resize(static_cast<size_t>(std::max(max_draft_, static_cast<int64_t>(drafted_per_position_.size()))));
+  accepted_per_position_.resize(drafted_per_position_.size());
 }
 
 bool Scheduler::speculates() const {
@@ -275,6 +277,10 @@ void Scheduler::update(const ScheduledStep& step, std::span<const int32_t> sampl
       num_draft_tokens_ += s.num_draft;
       num_accepted_tokens_ += static_cast<int64_t>(accepted);
       ++num_verifies_;
+      for (size_t i = 0; i < static_cast<size_t>(s.num_draft); ++i) {
+        ++drafted_per_position_[i];
+        if (i < accepted) ++accepted_per_position_[i];
+      }
       for (size_t i = 0; i <= accepted; ++i) {
         if (!append_sampled(r, ids[i])) break;  // a stop id or max_tokens cuts the run where it would have
       }

@@ -116,6 +116,10 @@ class Scheduler {
   int64_t num_draft_tokens() const { return num_draft_tokens_; }
   int64_t num_accepted_tokens() const { return num_accepted_tokens_; }
   int64_t num_verifies() const { return num_verifies_; }
+  // Per draft position i (0: the first drafted token of a verify step): drafts verified there and those
+  // accepted (the target agreed with it and every draft before it). Sized by set_proposer's max_draft.
+  const std::vector<int64_t>& drafted_per_position() const { return drafted_per_position_; }
+  const std::vector<int64_t>& accepted_per_position() const { return accepted_per_position_; }
   // SequenceKv of every live request, for KvCacheManager::check_invariants.
   std::vector<const SequenceKv*> live_sequences() const;
 
@@ -168,6 +172,8 @@ class Scheduler {
   int64_t num_draft_tokens_ = 0;
   int64_t num_accepted_tokens_ = 0;
   int64_t num_verifies_ = 0;
+  std::vector<int64_t> drafted_per_position_;
+  std::vector<int64_t> accepted_per_position_;
 };
 
 }  // namespace tide

@@ -287,10 +287,19 @@ void HttpServer::State::periodic_log() {
       if (const int64_t verifies = s.spec_verifies - last.spec_verifies; verifies > 0) {
         const int64_t drafted = s.spec_draft_tokens - last.spec_draft_tokens;
         const int64_t accepted = s.spec_accepted_tokens - last.spec_accepted_tokens;
+        // Acceptance at each draft position over the interval (positions with drafts in it).
+        std::string per_position;
+        for (size_t i = 0; i < s.spec_draft_tokens_per_position.size(); ++i) {
+          const auto before = [&](const std::vector<int64_t>& v) { return i < v.size() ? v[i] : 0; };
+          const int64_t d = s.spec_draft_tokens_per_position[i] - before(last.spec_draft_tokens_per_position);
+          if (d <= 0) continue;
+          const int64_t a = s.spec_accepted_tokens_per_position[i] - before(last.spec_accepted_tokens_per_position);
+          per_position += fmt::format("{}{:.2f}", per_position.empty() ? "" : ", ", static_cast<double>(a) / d);
+        }
         log_line(fmt::format("speculative decoding: {} drafted tokens, {} accepted ({:.1f}%), mean accepted length "
-                             "{:.2f} per verification ({})",
+                             "{:.2f} per verification ({}), acceptance by draft position: {}",
                              drafted, accepted, drafted == 0 ? 0.0 : 100.0 * static_cast<double>(accepted) / drafted,
-                             static_cast<double>(accepted) / static_cast<double>(verifies), verifies));
+                             static_cast<double>(accepted) / static_cast<double>(verifies), verifies, per_position));
       }
     }
     last = s;

@@ -51,6 +51,10 @@ void declare_metrics(MetricsRegistry& m) {
   m.add_counter("tide_spec_decode_num_draft_tokens_total", "Tokens drafted by speculative decoding and verified.");
   m.add_counter("tide_spec_decode_num_accepted_tokens_total", "Drafted tokens accepted (the target agreed).");
   m.add_counter("tide_spec_decode_num_drafts_total", "Verifications: one per request and step that had drafts.");
+  m.add_counter("tide_spec_decode_num_draft_tokens_per_pos",
+                "Drafted tokens verified at each draft position (0: a verification's first drafted token).");
+  m.add_counter("tide_spec_decode_num_accepted_tokens_per_pos",
+                "Drafted tokens accepted at each draft position (0: a verification's first drafted token).");
   m.add_counter("tide_request_success_total", "Samples finished, by finish reason.");
   m.add_counter("tide_grammar_compilations_total", "Output constraints (schemas, regexes, grammars, tool sets) compiled.");
   m.add_counter("tide_grammar_cache_hits_total", "Constrained requests that found their constraint compiled.");
@@ -70,6 +74,13 @@ void refresh_engine_metrics(const Engine& engine, MetricsRegistry& m) {
   m.set("tide_spec_decode_num_draft_tokens_total", static_cast<double>(s.spec_draft_tokens));
   m.set("tide_spec_decode_num_accepted_tokens_total", static_cast<double>(s.spec_accepted_tokens));
   m.set("tide_spec_decode_num_drafts_total", static_cast<double>(s.spec_verifies));
+  for (size_t i = 0; i < s.spec_draft_tokens_per_position.size(); ++i) {
+    const Labels position{{"position", std::to_string(i)}};
+    m.set("tide_spec_decode_num_draft_tokens_per_pos", static_cast<double>(s.spec_draft_tokens_per_position[i]),
+          position);
+    m.set("tide_spec_decode_num_accepted_tokens_per_pos",
+          static_cast<double>(s.spec_accepted_tokens_per_position[i]), position);
+  }
   const KvReport kv = engine.kv_report();
   const ArenaStats& a = kv.arena;
   m.set("tide_kv_cache_usage_ratio", a.capacity_blocks == 0 ? 0.0 : double(a.in_use_blocks) / a.capacity_blocks);

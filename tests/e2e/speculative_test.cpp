@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <numeric>
 #include <random>
 
 #include "../test_util.h"
@@ -68,6 +69,13 @@ TEST_P(SpeculativeTest, GreedyIdsAreTheSameAsWithout) {
     EXPECT_GT(s.spec_accepted_tokens, 0) << "k " << k << " block " << block;
     EXPECT_GT(s.spec_verifies, 0);
     EXPECT_LE(s.spec_accepted_tokens, s.spec_draft_tokens);
+    ASSERT_EQ(s.spec_draft_tokens_per_position.size(), static_cast<size_t>(k));
+    EXPECT_EQ(s.spec_draft_tokens_per_position[0], s.spec_verifies);
+    EXPECT_EQ(std::accumulate(s.spec_draft_tokens_per_position.begin(), s.spec_draft_tokens_per_position.end(), int64_t{0}),
+              s.spec_draft_tokens);
+    EXPECT_EQ(std::accumulate(s.spec_accepted_tokens_per_position.begin(), s.spec_accepted_tokens_per_position.end(),
+                              int64_t{0}),
+              s.spec_accepted_tokens);
     EXPECT_EQ(s.generation_tokens, static_cast<int64_t>(prompts.size()) * options.max_tokens);
     EXPECT_EQ(engine.kv_report().arena.in_use_blocks, 0);
   }

@@ -147,6 +147,26 @@ TEST_P(SchedulerStress, EveryRequestFinishesWithItsOwnIds) {
   if (cfg.speculative > 0) {
     EXPECT_GT(sched.num_accepted_tokens(), 0);
     EXPECT_LT(sched.num_accepted_tokens(), sched.num_draft_tokens());  // some drafts were rejected
+    // Per draft position: a verify step drafts positions 0 .. d - 1 and accepts a prefix of them, so both
+    // counts fall with the position, every verify step counts at position 0, and they sum to the totals.
+    const std::vector<int64_t>& drafted = sched.drafted_per_position();
+    const std::vector<int64_t>& accepted = sched.accepted_per_position();
+    ASSERT_EQ(drafted.size(), static_cast<size_t>(cfg.speculative));
+    ASSERT_EQ(accepted.size(), drafted.size());
+    EXPECT_EQ(drafted[0], sched.num_verifies());
+    int64_t drafted_sum = 0, accepted_sum = 0;
+    for (size_t i = 0; i < drafted.size(); ++i) {
+      EXPECT_LE(accepted[i], drafted[i]) << "position " << i;
+      if (i > 0) {
+        EXPECT_LE(drafted[i], drafted[i - 1]) << "position " << i;
+        EXPECT_LE(accepted[i], accepted[i - 1]) << "position " << i;
+      }
+      drafted_sum += drafted[i];
+      accepted_sum += accepted[i];
+    }
+    EXPECT_EQ(drafted_sum, sched.num_draft_tokens());
+    EXPECT_EQ(accepted_sum, sched.num_accepted_tokens());
+    EXPECT_LT(accepted[0], drafted[0]);  // a third of the drafted tokens are wrong
   } else {
     EXPECT_EQ(sched.num_draft_tokens(), 0);
   }

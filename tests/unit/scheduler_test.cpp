@@ -373,8 +373,11 @@ TEST(Scheduler, SpeculatesOnlyWhileFewerRequestsRunThanDisableByBatchSize) {
   EXPECT_TRUE(b.finished.count(shorter));
   EXPECT_GT(verify_steps, 0);
   // 4 decodes of `longer` beside `shorter` (one token each), then its other 26 tokens at up to 4 a step.
-  EXPECT_LE(b.sched.num_verifies(), 7);
   EXPECT_EQ(b.sched.num_accepted_tokens(), b.sched.num_draft_tokens());
+  // Six verify steps of 3 drafts and one of 1 (max_tokens leaves room for one more), all accepted.
+  EXPECT_EQ(b.sched.num_verifies(), 7);
+  EXPECT_EQ(b.sched.drafted_per_position(), (std::vector<int64_t>{7, 6, 6}));
+  EXPECT_EQ(b.sched.accepted_per_position(), (std::vector<int64_t>{7, 6, 6}));
   for (RequestId id : {longer, shorter}) EXPECT_TRUE(b.matches_reference(id));
   EXPECT_TRUE(b.pools_free());
 }
