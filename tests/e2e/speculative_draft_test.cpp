@@ -2,13 +2,15 @@
 // logprobs as without speculation, whichever model drafts (the model itself, so nearly every draft is accepted;
 // another fixture of the same vocabulary, so most are rejected), for draft lengths 1 .. 6, block sizes below,
 // at and beyond both models' windows, with preemption, sampled requests, a draft shorter than the model and a
-// draft cache too small for every sequence; no block of either cache stays in use. A draft whose vocabulary
-// differs is refused.
+// draft cache too small for every sequence, no speculation at disable_by_batch_size, and (with prompt lookup
+// too) prefix reuse from the device cache and the host tier; no block of either cache stays in use. A draft
+// whose vocabulary differs is refused.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <random>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
@@ -406,6 +408,63 @@ TEST(DraftLimits, NoSpeculationWhileTheBatchReachesDisableByBatchSize) {
               static_cast<long>(s.spec_draft_tokens), static_cast<long>(s.spec_draft_steps));
   EXPECT_GE(s.spec_accepted_tokens * 10, s.spec_draft_tokens * 9);  // the model drafting for itself
   expect_caches_empty(engine);
+}
+
+// Both proposers over prefix reuse and the host tier: six prompts share a long prefix, the device arena holds
+// about two requests, evicted blocks go to a host tier, and the prompts run twice (the second time their
+// prefixes come back from the device cache or the host tier). The ids equal those without speculation.
+TEST(SpeculationAndTheCache, PrefixReuseAndTheHostTierKeepTheIds) {
+  const ModelConfig config = ModelConfig::from_dir(fixture("cohere2-tiny"));
+  std::mt19937 rng(51);
+  const auto token = [&] { return static_cast<int32_t>(7 + rng() % static_cast<uint32_t>(config.vocab_size - 7)); };
+  std::vector<int32_t> shared;
+  for (int i = 0; i < 40; ++i) shared.push_back(token());
+  std::vector<std::vector<int32_t>> prompts;
+  for (int p = 0; p < 6; ++p) {
+    std::vector<int32_t> prompt = shared;
+    for (int i = 0; i < 6 + p; ++i) prompt.push_back(token());
+    prompt.insert(prompt.end(), shared.begin() + 5, shared.begin() + 20);  // something to look up
+    prompts.push_back(prompt);
+  }
+  GenerateOptions options;
+  options.max_tokens = 30;
+  options.ignore_eos = true;
+  CpuBackend backend;
+  const Cohere2Model m = Cohere2Model::load(fixture("cohere2-tiny"), backend);
+  const KvCacheManager probe(4, config.group_windows(), KvArenaSpec{}, false);
+  const int64_t model_bytes = 2 * probe.max_arena_blocks(100, 64) * m.kv_block_bytes(4, KvCacheDtype::kAuto);
+  const auto with = [&](const char* speculative) {
+    EngineOptions o = draft_options(4, model_bytes, 0, {});
+    o.host_kv_cache_memory = 8 * model_bytes;
+    if (speculative != nullptr) {
+      o.speculative = spec::SpeculativeConfig::parse(speculative);
+      // A draft model's share comes out of kv_cache_memory: the model keeps about the same arena.
+      if (o.speculative->method == spec::SpeculativeConfig::Method::kDraftModel) o.kv_cache_memory = 2 * model_bytes;
+    }
+    return o;
+  };
+  Engine plain(fixture("cohere2-tiny"), std::make_unique<CpuBackend>(), with(nullptr));
+  const std::vector<GenerateResult> want_first = run(plain, prompts, options);
+  const std::vector<GenerateResult> want_again = run(plain, prompts, options);
+  const std::string draft_config = nlohmann::json{{"model", fixture("cohere2-tiny").string()},
+                                                  {"num_speculative_tokens", 3}}.dump();
+  for (const char* speculative :
+       {R"({"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_min": 1})", draft_config.c_str()}) {
+    Engine engine(fixture("cohere2-tiny"), std::make_unique<CpuBackend>(), with(speculative));
+    expect_same(run(engine, prompts, options), want_first, std::string(speculative) + ", first pass");
+    const int64_t host_blocks = engine.kv_report().arena.host_blocks;
+    const std::vector<GenerateResult> again = run(engine, prompts, options);
+    expect_same(again, want_again, std::string(speculative) + ", second pass");
+    EXPECT_GT(host_blocks, 0) << speculative << ": evicted blocks went to the host tier";
+    int64_t cached = 0;
+    for (const GenerateResult& r : again) cached += r.cached_tokens;
+    EXPECT_GT(cached, 0) << speculative;
+    const EngineStats s = engine.stats();
+    EXPECT_GT(s.spec_accepted_tokens, 0) << speculative;
+    EXPECT_LE(s.spec_accepted_tokens, s.spec_draft_tokens) << speculative;
+    EXPECT_EQ(engine.kv_report().arena.in_use_blocks, 0) << speculative;
+    if (engine.draft_kv_cache() != nullptr) expect_caches_empty(engine);
+  }
 }
 
 // The greedy continuation of `prompt` by the model of `dir` alone (the reference for what a draft must be).
