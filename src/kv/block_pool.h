@@ -52,6 +52,7 @@ class BlockPool {
   BlockPool(int32_t num_blocks, int32_t num_host_blocks, std::vector<int64_t> group_windows);
 
   int num_groups() const { return static_cast<int>(windows_.size()); }
+  int64_t window(int group) const { return windows_[static_cast<size_t>(group)]; }
   int32_t num_blocks() const { return static_cast<int32_t>(refcount_.size()); }
   int32_t num_host_blocks() const { return static_cast<int32_t>(key_of_slot_.size()); }
   // Blocks allocate() can hand out: refcount 0, cached or not.

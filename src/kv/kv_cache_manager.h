@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -45,11 +46,27 @@ class KvCacheManager {
   // KV content (it seeds every key chain).
   KvCacheManager(int64_t block_size, std::vector<int64_t> group_windows, KvArenaSpec arena,
                  bool enable_prefix_caching, uint64_t extra_key = 0);
+  // A manager over groups [first_group, first_group + group_windows.size()) of `pool`, an arena other managers
+  // may draw from too (a draft model's KV cache beside the model's): every free block serves whichever
+  // manager allocates first. Their windows must match the pool's; their keys must differ from the other
+  // managers' (another extra_key), so that one manager's blocks never serve another's hits and what one loses
+  // never drops another's keys. `block_size` is this manager's (positions per block; the bytes are the pool's).
+  KvCacheManager(int64_t block_size, std::vector<int64_t> group_windows, std::shared_ptr<BlockPool> pool,
+                 int first_group, bool enable_prefix_caching, uint64_t extra_key);
+
+  // A copy has a copy of the arena of its own (a snapshot: what it does never reaches the original's arena).
+  KvCacheManager(const KvCacheManager& other);
+  KvCacheManager& operator=(const KvCacheManager& other);
+  KvCacheManager(KvCacheManager&&) noexcept = default;
+  KvCacheManager& operator=(KvCacheManager&&) noexcept = default;
 
   int64_t block_size() const { return block_size_; }
   int num_groups() const { return static_cast<int>(windows_.size()); }
   int64_t window(int group) const { return windows_[static_cast<size_t>(group)]; }
-  const BlockPool& pool() const { return pool_; }
+  // The arena; this manager's group g is the pool's group first_group() + g.
+  const BlockPool& pool() const { return *pool_; }
+  const std::shared_ptr<BlockPool>& shared_pool() const { return pool_; }
+  int first_group() const { return base_; }
   bool prefix_caching() const { return prefix_caching_; }
 
   // Most blocks group `g` holds at once for one sequence of `num_tokens` positions computed in chunks of at
@@ -73,8 +90,9 @@ class KvCacheManager {
   // No mutation.
   bool can_append(const SequenceKv& seq, int64_t num_new_tokens) const;
   // The most tokens, at most `max_new_tokens`, that append(seq, ·) can give blocks in every group now
-  // (0 when not even one fits). Equals the largest n <= max_new_tokens with can_append(seq, n). No mutation.
-  int64_t num_appendable_tokens(const SequenceKv& seq, int64_t max_new_tokens) const;
+  // (0 when not even one fits). Equals the largest n <= max_new_tokens with can_append(seq, n). With
+  // `keep_free`, as if that many fewer blocks were free (what a draft's cache leaves the model). No mutation.
+  int64_t num_appendable_tokens(const SequenceKv& seq, int64_t max_new_tokens, int64_t keep_free = 0) const;
   // For a fresh sequence on `prompt` (T tokens, L = num_reusable_tokens(prompt)): the most tokens, at most
   // min(max_new_tokens, T - L), that admit(prompt) followed by append could give blocks now; 0 when admit
   // itself has no room (copies back from the host tier need free blocks). Lets a scheduler decide before
@@ -97,8 +115,8 @@ class KvCacheManager {
   // Copies the caller must execute, in order, before the next forward step; empties the list.
   std::vector<BlockCopy> take_copies();
 
-  // Throws when refcounts do not equal the references held by `live` sequences, or the arena's own
-  // invariants are broken. For tests.
+  // Throws when refcounts do not equal the references held by `live` sequences (blocks of this manager's
+  // groups, or referenced by them), or the arena's own invariants are broken. For tests.
   void check_invariants(std::span<const SequenceKv* const> live) const;
 
  private:
@@ -113,7 +131,8 @@ class KvCacheManager {
   int64_t block_size_;
   std::vector<int64_t> windows_;
   std::vector<int> registration_order_;  // global groups first (BlockPool::register_key)
-  BlockPool pool_;
+  std::shared_ptr<BlockPool> pool_;
+  int base_ = 0;  // this manager's first group in pool_
   std::vector<BlockCopy> copies_;
   bool prefix_caching_;
   BlockKey root_key_;
