@@ -113,6 +113,7 @@ void print_result_json(const Engine& engine, const std::vector<int32_t>& prompt_
                         {"accepted_tokens_per_position", stats.spec_accepted_tokens_per_position}};
     if (engine.draft_kv_cache()) {
       j["speculative"]["draft_steps"] = stats.spec_draft_steps;
+      j["speculative"]["draft_cache_reclaims"] = stats.spec_draft_reclaims;
       j["speculative"]["draft_seconds"] = stats.draft_seconds;
     }
   }

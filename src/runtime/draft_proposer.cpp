@@ -46,6 +46,19 @@ void DraftProposer::release_all() {
   logits_used_ = 0;
 }
 
+bool DraftProposer::reclaim() {
+  Sequence* victim = nullptr;
+  for (auto& [id, s] : seqs_) {
+    if (s.admitted && (victim == nullptr || s.kv.num_table_blocks() > victim->kv.num_table_blocks())) victim = &s;
+  }
+  if (victim == nullptr) return false;
+  kv_.free(victim->kv);
+  victim->admitted = false;
+  victim->pending.clear();
+  ++num_reclaims_;
+  return true;
+}
+
 void DraftProposer::skip_round() {
   for (auto& [id, s] : seqs_) {
     s.draft.clear();
@@ -155,7 +168,9 @@ void DraftProposer::run(std::span<const DraftRequest> requests) {
     if (s.admitted) {
       sync(s, r.tokens);
     } else {
-      kv_.admit(s.kv, r.tokens);  // no host tier: nothing to copy back, never refused
+      // A prefix found on the host tier of a shared arena needs free blocks to come back: none, no draft.
+      if (kv_.num_admissible_tokens(r.tokens, 1) == 0) continue;
+      kv_.admit(s.kv, r.tokens);
       s.admitted = true;
     }
     const int64_t start = s.kv.num_computed();
@@ -163,7 +178,7 @@ void DraftProposer::run(std::span<const DraftRequest> requests) {
     int64_t catch_up = std::min({n - start, max_chunk_, budget});
     if (catch_up <= 0) continue;
     int64_t drafts = catch_up == n - start ? std::min(r.max_drafts, max_positions_ - n + 1) : 0;
-    const int64_t fit = kv_.num_appendable_tokens(s.kv, catch_up + std::max<int64_t>(0, drafts - 1));
+    const int64_t fit = kv_.num_appendable_tokens(s.kv, catch_up + std::max<int64_t>(0, drafts - 1), keep_free_);
     if (fit < catch_up) {
       catch_up = fit;
       drafts = 0;
@@ -177,7 +192,16 @@ void DraftProposer::run(std::span<const DraftRequest> requests) {
     most_drafts = std::max(most_drafts, drafts);
     entries.push_back(Entry{&r, &s, start, catch_up, n, drafts});
   }
-  TIDE_CHECK(kv_.take_copies().empty());
+  // In a shared arena the allocations may have evicted cached blocks to the host tier and admissions found
+  // prefixes there: those copies run before the draft writes into the blocks.
+  if (std::vector<BlockCopy> copies = kv_.take_copies(); !copies.empty()) {
+    try {
+      executor_.copy_blocks(copies);
+    } catch (const std::exception& e) {
+      release_all();
+      throw DraftCopyError(fmt::format("the KV cache's block copies for the draft failed: {}", e.what()));
+    }
+  }
   if (entries.empty()) return;
   // When some draft is drawn at a temperature, every draft step keeps its logits, a row per draft in the
   // steps' order (rows of argmax drafts are kept too, unused).

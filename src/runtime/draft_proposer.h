@@ -18,6 +18,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/error.h"
 #include "kv/kv_cache_manager.h"
 #include "runtime/model_executor.h"
 #include "sched/request.h"
@@ -25,6 +26,13 @@
 #include "sched/scheduler.h"
 
 namespace tide {
+
+// The block copies a draft round's allocations made in a shared arena (evictions to the host tier, hits
+// copied back) failed: what the arena's cached blocks and host slots hold is unknown, for the model too.
+class DraftCopyError : public Error {
+ public:
+  explicit DraftCopyError(const std::string& message) : Error(message) {}
+};
 
 // A decoding request that may speculate this step.
 struct DraftRequest {
@@ -47,8 +55,17 @@ class DraftProposer {
 
   // Drafts for `requests` (distinct ids) and keeps the drafts for take(); requests of earlier rounds that
   // are not among them give their draft blocks back. Throws what the draft model's step throws; the draft
-  // cache is then released entirely (its contents are unknown) and no request has a draft.
+  // cache is then released entirely (its contents are unknown) and no request has a draft. When the draft's
+  // cache shares the model's arena, the block copies its allocations need run first (DraftCopyError when
+  // they fail).
   void run(std::span<const DraftRequest> requests);
+  // Blocks the draft's appends leave free in its arena (a shared arena: what the model's next step may
+  // need), 0 by default.
+  void set_keep_free(int64_t blocks) { keep_free_ = blocks; }
+  // Gives back the blocks of the sequence holding the most (it computes its draft cache again when it next
+  // drafts); this round's drafts stay. For the model's scheduler when the shared arena is short, before it
+  // preempts anyone. Returns false when no sequence holds blocks.
+  bool reclaim();
   // A round without drafts (the step does not speculate): the drafts and logits of the last run() are dropped;
   // every sequence keeps its draft blocks and catches up on the tokens it missed at the next run().
   void skip_round();
@@ -70,6 +87,8 @@ class DraftProposer {
   // `id`'s (null when it has none).
   std::vector<const SequenceKv*> live_sequences() const;
   const SequenceKv* sequence(RequestId id) const;
+  // Sequences whose blocks reclaim() gave back so far.
+  int64_t num_reclaims() const { return num_reclaims_; }
   // Draft-model steps run so far, and the tokens they computed.
   int64_t num_steps() const { return num_steps_; }
   int64_t num_tokens() const { return num_tokens_; }
@@ -97,6 +116,7 @@ class DraftProposer {
   int64_t max_step_tokens_;
   int64_t max_chunk_;
   int64_t max_positions_;  // the draft's maximum length
+  int64_t keep_free_ = 0;
   std::unordered_map<RequestId, Sequence> seqs_;
   Tensor logits_;                  // this round's draft logits, when some draft was drawn at a temperature
   int64_t logits_used_ = 0;        // rows of logits_ filled so far this round
@@ -109,6 +129,7 @@ class DraftProposer {
   std::vector<int32_t> check_index_;
   int64_t num_steps_ = 0;
   int64_t num_tokens_ = 0;
+  int64_t num_reclaims_ = 0;
 };
 
 }  // namespace tide

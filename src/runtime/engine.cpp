@@ -115,6 +115,22 @@ EngineOptions resolve_engine_options(EngineOptions options, const Cohere2Model& 
 
 namespace {
 
+// The largest block a draft's layout in the model's arena may use (positions).
+constexpr int64_t kMaxDraftBlockSize = 256;
+// The draft's chain of block keys in a shared arena (the model's extra key is 0): its blocks never serve the
+// model's hits, nor the model's the draft's.
+constexpr uint64_t kDraftKeyDomain = 1;
+
+// The arena's pool: the model's layer groups, then the draft's when it shares the arena.
+std::shared_ptr<BlockPool> arena_pool(const KvArenaSpec& arena, const ModelConfig& model, const ModelConfig* draft) {
+  std::vector<int64_t> windows = model.group_windows();
+  if (draft != nullptr) {
+    const std::vector<int64_t> d = draft->group_windows();
+    windows.insert(windows.end(), d.begin(), d.end());
+  }
+  return std::make_shared<BlockPool>(arena.num_blocks, arena.num_host_blocks, windows);
+}
+
 // KV bytes of one position over every layer of `model` (a block holds one group's layers).
 int64_t kv_bytes_per_position(const Cohere2Model& model, int64_t block_size, KvCacheDtype dtype) {
   const auto groups = static_cast<int64_t>(model.config().groups.size());
@@ -135,6 +151,22 @@ KvCacheDtype draft_kv_cache_dtype(const EngineOptions& options, const Cohere2Mod
   const bool fp8 = options.kv_cache_dtype == KvCacheDtype::kFp8 &&
                    draft.backend().supports_fp8_kv(draft.config().head_dim);
   return fp8 ? KvCacheDtype::kFp8 : KvCacheDtype::kAuto;
+}
+
+std::optional<DraftArenaLayout> draft_arena_layout(const Cohere2Model& model, const EngineOptions& options,
+                                                   const Cohere2Model& draft) {
+  const ModelConfig& m = model.config();
+  const ModelConfig& d = draft.config();
+  if (d.head_dim != m.head_dim || draft_kv_cache_dtype(options, draft) != options.kv_cache_dtype) return std::nullopt;
+  // Vectors of one position a model block holds (per K and V): layers x kv heads.
+  const int64_t slots = m.layers_per_kv_block * m.num_heads_kv;
+  std::optional<DraftArenaLayout> best;
+  for (int64_t r = 1; options.block_size * r <= kMaxDraftBlockSize; r *= 2) {
+    if (slots / (d.num_heads_kv * r) < d.layers_per_kv_block) break;  // larger blocks leave fewer layer slots
+    if (slots % (d.num_heads_kv * r) != 0) continue;
+    best = DraftArenaLayout{options.block_size * r, slots / (d.num_heads_kv * r)};
+  }
+  return best;
 }
 
 KvArenaSpec plan_draft_kv_arena(const Cohere2Model& model, const EngineOptions& options, const Cohere2Model& draft) {
@@ -171,15 +203,26 @@ Engine::Engine(const std::filesystem::path& model_dir, std::unique_ptr<Backend> 
     : executor_(model_dir, std::move(backend), weight_load_options(options), draft_dir(options)),
       tokenizer_(Tokenizer::from_dir(model_dir)),
       options_(resolve_engine_options(options, executor_.model())),
-      arena_(plan_kv_arena(executor_.model(), options_, executor_.draft())),
-      kv_manager_(make_kv_manager()) {
+      draft_layout_(executor_.draft() ? draft_arena_layout(executor_.model(), options_, *executor_.draft())
+                                      : std::nullopt),
+      arena_(plan_kv_arena(executor_.model(), options_, draft_layout_ ? nullptr : executor_.draft())),
+      kv_manager_(options_.block_size, config().group_windows(),
+                  arena_pool(arena_, config(), draft_layout_ ? &executor_.draft()->config() : nullptr), 0,
+                  options_.enable_prefix_caching, 0) {
   executor_.set_graphs_enabled(!options_.enforce_eager);
   executor_.allocate_kv(options_.block_size, arena_, options_.kv_cache_dtype);
   if (const Cohere2Model* draft = executor_.draft()) {
-    const KvArenaSpec draft_arena = plan_draft_kv_arena(executor_.model(), options_, *draft);
-    executor_.allocate_draft_kv(options_.block_size, draft_arena.num_blocks, draft_kv_cache_dtype(options_, *draft));
-    draft_kv_manager_.emplace(options_.block_size, draft->config().group_windows(), draft_arena,
-                              options_.enable_prefix_caching);
+    if (draft_layout_) {
+      // The draft's blocks are the arena's: what one model does not hold, the other may.
+      executor_.share_draft_kv(draft_layout_->block_size, draft_layout_->num_layers);
+      draft_kv_manager_.emplace(draft_layout_->block_size, draft->config().group_windows(), kv_manager_.shared_pool(),
+                                kv_manager_.num_groups(), options_.enable_prefix_caching, kDraftKeyDomain);
+    } else {
+      const KvArenaSpec draft_arena = plan_draft_kv_arena(executor_.model(), options_, *draft);
+      executor_.allocate_draft_kv(options_.block_size, draft_arena.num_blocks, draft_kv_cache_dtype(options_, *draft));
+      draft_kv_manager_.emplace(options_.block_size, draft->config().group_windows(), draft_arena,
+                                options_.enable_prefix_caching);
+    }
   }
 
   stop_ids_ = generation_config_eos(model_dir, config().vocab_size);
@@ -191,8 +234,16 @@ Engine::Engine(const std::filesystem::path& model_dir, std::unique_ptr<Backend> 
   start_loop();
 }
 
-KvCacheManager Engine::make_kv_manager() const {
-  return KvCacheManager(options_.block_size, config().group_windows(), arena_, options_.enable_prefix_caching);
+void Engine::reset_kv_cache() {
+  const Cohere2Model* draft = draft_layout_ ? executor_.draft() : nullptr;
+  kv_manager_ = KvCacheManager(options_.block_size, config().group_windows(),
+                               arena_pool(arena_, config(), draft ? &draft->config() : nullptr), 0,
+                               options_.enable_prefix_caching, 0);
+  if (draft != nullptr) {
+    *draft_kv_manager_ = KvCacheManager(draft_layout_->block_size, draft->config().group_windows(),
+                                        kv_manager_.shared_pool(), kv_manager_.num_groups(),
+                                        options_.enable_prefix_caching, kDraftKeyDomain);
+  }
 }
 
 Engine::~Engine() {

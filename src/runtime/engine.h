@@ -55,8 +55,9 @@ struct EngineOptions {
   // Speculative decoding (docs/design/speculative-decoding.md): prompt lookup ("ngram") or a draft model
   // drafts up to num_speculative_tokens tokens per decoding request and step, verified in the same forward
   // pass; outputs are the same as without it. Unset: off. A draft model loads with the same quantization and
-  // load format as the model, and its KV cache takes its share of kv_cache_memory (in proportion to its bytes
-  // per position beside the model's).
+  // load format as the model; its KV blocks are the model's arena's when their bytes fit (draft_arena_layout),
+  // else its KV cache takes a share of kv_cache_memory (in proportion to its bytes per position beside the
+  // model's).
   std::optional<spec::SpeculativeConfig> speculative;
 };
 
@@ -75,6 +76,9 @@ struct EngineStats {
   int64_t spec_accepted_tokens = 0;
   int64_t spec_verifies = 0;
   int64_t spec_draft_steps = 0;  // steps of the draft model (a draft model's speculation)
+  // A draft model's cache in the model's arena: its sequences whose blocks went back to the model's requests
+  // when the arena was short (each computes its draft cache again when it next drafts).
+  int64_t spec_draft_reclaims = 0;
   // Per draft position (0: a verify step's first drafted token): drafts verified there, and those accepted;
   // their ratio is the acceptance rate at that depth, what choosing num_speculative_tokens wants to know.
   std::vector<int64_t> spec_draft_tokens_per_position;
@@ -122,16 +126,31 @@ struct KvReport {
 // `model`'s backend has no FP8 KV cache for its head_dim and kv_cache_dtype asks for one.
 EngineOptions resolve_engine_options(EngineOptions options, const Cohere2Model& model);
 // The KV arena (device blocks and host-tier slots, every group's block of one size) that `options`' byte
-// budgets buy for `model`; with a `draft` model, the model's share of kv_cache_memory (the rest is the
-// draft's: plan_draft_kv_arena). Throws tide::Error naming the option when a budget is invalid or buys no
-// block.
+// budgets buy for `model`; with a `draft` model that has blocks of its own (no draft_arena_layout), the
+// model's share of kv_cache_memory (the rest is the draft's: plan_draft_kv_arena). Throws tide::Error naming
+// the option when a budget is invalid or buys no block.
 KvArenaSpec plan_kv_arena(const Cohere2Model& model, const EngineOptions& options, const Cohere2Model* draft = nullptr);
-// The draft model's blocks (no host tier): its share of kv_cache_memory, in proportion to its KV bytes per
-// position beside `model`'s. Throws tide::Error when that buys no block.
+// A draft model's blocks of its own (no host tier; when it has no draft_arena_layout): its share of
+// kv_cache_memory, in proportion to its KV bytes per position beside `model`'s. Throws tide::Error when that
+// buys no block.
 KvArenaSpec plan_draft_kv_arena(const Cohere2Model& model, const EngineOptions& options, const Cohere2Model& draft);
 // The draft's KV dtype: the engine's kv_cache_dtype where the backend has it for the draft's head_dim, else
 // the activation dtype.
 KvCacheDtype draft_kv_cache_dtype(const EngineOptions& options, const Cohere2Model& draft);
+
+// How a draft model's KV blocks lie in the model's arena: each of its blocks is one arena block holding
+// `block_size` positions (the model's times a power of two) of `num_layers` layer slots (its groups use the
+// first layers_per_kv_block of them). The same bytes as the model's block: num_layers x block_size x its
+// kv heads = the model's layers_per_kv_block x block_size x kv heads, at the same head_dim and KV dtype.
+struct DraftArenaLayout {
+  int64_t block_size = 0;
+  int64_t num_layers = 0;
+};
+// The layout with the fewest unused layer slots (block sizes up to 256 positions), or nullopt when the draft's
+// blocks cannot be the arena's (another head_dim or KV dtype, or more KV per position-block than the model's
+// block holds): then the draft gets its own blocks (plan_draft_kv_arena).
+std::optional<DraftArenaLayout> draft_arena_layout(const Cohere2Model& model, const EngineOptions& options,
+                                                   const Cohere2Model& draft);
 
 class Engine {
  public:
@@ -204,8 +223,10 @@ class Engine {
     PromptLogits prompt_logits = PromptLogits::kNone;
   };
   std::vector<std::shared_ptr<RequestHandle>> submit_together(std::vector<NewRequest> requests);
-  // A KV cache manager over the arena the options bought (empty: no block in use, nothing cached).
-  KvCacheManager make_kv_manager() const;
+  // The KV cache managers over a new arena of the size the options bought (empty: no block in use, nothing
+  // cached): the model's, and the draft model's when it shares the arena (draft_layout_). The draft's
+  // manager is assigned in place, so references to it stay valid.
+  void reset_kv_cache();
   void check_prompt(std::span<const int32_t> prompt, int64_t max_new_tokens) const;
   void check_request(std::span<const int32_t> prompt, const GenerateOptions& options) const;
   void check_token_id(int32_t id, const char* what) const;
@@ -213,6 +234,7 @@ class Engine {
   ModelExecutor executor_;  // the backend, the model, the KV arena's memory
   Tokenizer tokenizer_;
   EngineOptions options_;
+  std::optional<DraftArenaLayout> draft_layout_;  // set when the draft model's blocks are the arena's
   KvArenaSpec arena_;
   KvCacheManager kv_manager_;
   std::optional<KvCacheManager> draft_kv_manager_;  // the draft model's blocks

@@ -111,6 +111,7 @@ class Engine::Loop {
     s.spec_accepted_tokens_per_position =
         add(past_spec_.spec_accepted_tokens_per_position, scheduler_->accepted_per_position());
     s.spec_draft_steps = drafts_ ? drafts_->num_steps() : 0;
+    s.spec_draft_reclaims = drafts_ ? drafts_->num_reclaims() : 0;
   }
 
  private:
@@ -129,7 +130,7 @@ class Engine::Loop {
     scheduler_.reset();
     strikes_.clear();  // a new scheduler numbers its requests anew
     if (drafts_) drafts_->release_all();
-    if (forget_cache) engine_.kv_manager_ = engine_.make_kv_manager();
+    if (forget_cache) engine_.reset_kv_cache();
     const EngineOptions& o = engine_.options_;
     scheduler_ = std::make_unique<Scheduler>(
         engine_.kv_manager_, SchedulerOptions{o.max_num_batched_tokens, o.max_num_seqs, o.max_prefill_chunk,
@@ -144,6 +145,8 @@ class Engine::Loop {
         outputs_.constrain_draft(r, draft);
       }, o.speculative->num_speculative_tokens, o.speculative->disable_by_batch_size);
     }
+    // A draft cache in the model's arena gives its blocks back before any request is preempted or waits.
+    if (drafts_ && engine_.draft_layout_) scheduler_->set_reclaimer([this] { return drafts_->reclaim(); });
   }
 
   void start(Submission&& submission, Outbox& out) {
@@ -190,7 +193,7 @@ class Engine::Loop {
   void step(Outbox& out) {
     if (drafts_) {
       if (scheduler_->speculates()) {
-        run_drafts();
+        if (!run_drafts(out)) return;
       } else {
         drafts_->skip_round();  // too many requests run for speculation to pay: no draft step either
       }
@@ -278,11 +281,12 @@ class Engine::Loop {
 
   // The draft model drafts for every running request that decodes and speculates (Scheduler's proposer hands
   // the drafts out). A failure of the draft's step costs only speculation: it is logged, and the next steps run
-  // without drafts for a while.
-  void run_drafts() {
+  // without drafts for a while. Failed block copies of a draft in the model's arena leave the arena's cache
+  // unknown: every request ends, as when the model's own copies fail; returns false then.
+  bool run_drafts(Outbox& out) {
     if (steps_without_drafts_ > 0) {
       --steps_without_drafts_;
-      return;
+      return true;
     }
     const Clock::time_point drafting = Clock::now();
     const int64_t k = engine_.options_.speculative->num_speculative_tokens;
@@ -295,14 +299,24 @@ class Engine::Loop {
       requests.push_back(DraftRequest{r->id, r->token_ids, room,
                                       outputs_.draft_row(r->id, outputs, /*acceptance=*/false, sampled_drafts_)});
     }
+    // In the model's arena the draft leaves free what the model's next step may need: a block per group for
+    // each running request (one crossing a block boundary), and one request more.
+    drafts_->set_keep_free(engine_.draft_layout_ ? engine_.kv_manager_.num_groups() *
+                                                       (static_cast<int64_t>(scheduler_->num_running()) + 1)
+                                                 : 0);
     try {
       drafts_->run(requests);
+    } catch (const DraftCopyError& e) {
+      engine_.stats_.draft_seconds += seconds_since(drafting);
+      fail_all(e.what(), out);
+      return false;
     } catch (const std::exception& e) {
       steps_without_drafts_ = kStepsWithoutDrafts;
       log_info("the draft model's step failed: {}; the next {} steps run without drafts", e.what(),
                kStepsWithoutDrafts);
     }
     engine_.stats_.draft_seconds += seconds_since(drafting);
+    return true;
   }
 
   // The previous step's results (text, stop strings, logprobs, prompt logits) and the final deltas of the

@@ -29,6 +29,17 @@ void ModelExecutor::allocate_draft_kv(int64_t block_size, int32_t num_blocks, Kv
   }
 }
 
+void ModelExecutor::share_draft_kv(int64_t block_size, int64_t num_layers) {
+  TIDE_CHECK(draft_ != nullptr && !kv_.empty());
+  const KvStorage& arena = kv_.front();
+  const ModelConfig& c = draft_->config();
+  const int64_t blocks = arena.data.dim(0);
+  KvStorage view{arena.data.reshape(Shape{blocks, num_layers, 2 * block_size, c.kv_size()}), num_layers, block_size,
+                 arena.fp8() ? arena.scales.reshape(Shape{blocks, num_layers, 2 * c.num_heads_kv, block_size}) : Tensor{}};
+  TIDE_CHECK(num_layers >= c.layers_per_kv_block);
+  draft_kv_ = std::vector<KvStorage>(c.groups.size(), view);
+}
+
 void ModelExecutor::draft_step(const ForwardBatch& batch, std::span<const SamplingRow> rows, Tensor keep, Tensor ids,
                                const Tensor* token_ids) {
   TIDE_CHECK(draft_ != nullptr && !batch.logit_indices.empty() && rows.size() == batch.logit_indices.size() &&

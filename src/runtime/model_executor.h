@@ -58,6 +58,11 @@ class ModelExecutor {
   void allocate_kv(int64_t block_size, const KvArenaSpec& arena, KvCacheDtype dtype);
   // Allocates the draft model's KV storage: `num_blocks` blocks of its own (no host tier).
   void allocate_draft_kv(int64_t block_size, int32_t num_blocks, KvCacheDtype dtype);
+  // The draft model's KV storage in the arena's blocks instead (after allocate_kv): block b of the draft is
+  // arena block b, read as `num_layers` layer slots of `block_size` positions of the draft's KV heads (the
+  // same bytes: engine.h's DraftArenaLayout). Block copies to and from the host tier move whole blocks, so
+  // they serve both.
+  void share_draft_kv(int64_t block_size, int64_t num_layers);
   // One step of the draft model over `batch` (its K/V written into the draft's storage; the token ids from
   // `token_ids` when given, in backend memory) and the id the sample op draws from each of its logit rows with
   // `rows` (temperature 0: the argmax) into `ids` ([rows] i32, backend memory); the logits are copied into `keep`

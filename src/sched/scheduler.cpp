@@ -80,6 +80,11 @@ void Scheduler::set_proposer(Proposer propose, int64_t max_draft, int64_t disabl
   accepted_per_position_.resize(drafted_per_position_.size());
 }
 
+void Scheduler::set_reclaimer(std::function<bool()> reclaim) {
+  TIDE_CHECK(!in_flight_);
+  reclaim_ = std::move(reclaim);
+}
+
 bool Scheduler::speculates() const {
   return max_draft_ > 0 &&
          (disable_by_batch_size_ == 0 || static_cast<int64_t>(running_.size()) < disable_by_batch_size_);
@@ -175,6 +180,7 @@ int64_t Scheduler::reserve(Request& r, int64_t want, Plan& plan) {
       plan.token_budget -= n;
       return n;
     }
+    if (reclaim_ && reclaim_()) continue;  // blocks another cache of the arena holds go before any request's
     if (running_.back() != &r) {
       preempt_newest(plan);
       continue;
@@ -224,6 +230,7 @@ void Scheduler::admit_waiting(Plan& plan, int64_t chunk) {
     const bool reuse = r.params.prompt_logits != PromptLogits::kAll;
     const int64_t n = kv_.num_admissible_tokens(r.token_ids, std::min(chunk, plan.token_budget), reuse);
     if (n == 0) {
+      if (reclaim_ && reclaim_()) continue;  // another cache of the arena gave blocks back: try again
       // Nobody overtakes the head of the queue (FCFS); running requests will finish and free blocks. With
       // none running, every block is free and it still does not fit: an error, not a hang.
       if (!running_.empty()) break;

@@ -62,6 +62,10 @@ class Scheduler {
   // (null). With `disable_by_batch_size` > 0, a step speculates only while fewer than that many requests run
   // when it is planned (a large batch is better served by plain decodes). Not while a step is in flight.
   void set_proposer(Proposer propose, int64_t max_draft, int64_t disable_by_batch_size = 0);
+  // `reclaim` gives back blocks another user of the arena holds (a draft model's cache in the model's arena)
+  // and returns whether it did; the scheduler calls it when the arena is short, before preempting anyone
+  // or letting an admission wait. Null: nobody to ask. Not while a step is in flight.
+  void set_reclaimer(std::function<bool()> reclaim);
   // Whether the next schedule() may ask the proposer for drafts (a proposer is set and the running requests
   // are fewer than disable_by_batch_size).
   bool speculates() const;
@@ -169,6 +173,7 @@ class Scheduler {
   Proposer proposer_;
   int64_t max_draft_ = 0;
   int64_t disable_by_batch_size_ = 0;
+  std::function<bool()> reclaim_;
   int64_t num_draft_tokens_ = 0;
   int64_t num_accepted_tokens_ = 0;
   int64_t num_verifies_ = 0;

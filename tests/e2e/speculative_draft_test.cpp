@@ -3,8 +3,9 @@
 // another fixture of the same vocabulary, so most are rejected), for draft lengths 1 .. 6, block sizes below,
 // at and beyond both models' windows, with preemption, sampled requests, a draft shorter than the model and a
 // draft cache too small for every sequence, no speculation at disable_by_batch_size, and (with prompt lookup
-// too) prefix reuse from the device cache and the host tier; no block of either cache stays in use. A draft
-// whose vocabulary differs is refused.
+// too) prefix reuse from the device cache and the host tier; no block of either cache stays in use. The
+// draft's blocks lie in the model's arena where their bytes fit, and go back to the model when it is short.
+// A draft whose vocabulary differs is refused.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -137,10 +138,16 @@ TEST_P(DraftTest, PreemptionMaxTokensAndPerRequestOff) {
   const auto per_position = [](const Cohere2Model& x) {
     return static_cast<double>(x.kv_block_bytes(4, KvCacheDtype::kAuto)) * static_cast<double>(x.config().groups.size());
   };
-  const auto tight = static_cast<int64_t>(static_cast<double>(model_bytes) * (1 + per_position(d) / per_position(m)));
+  // A draft in the model's arena gives its blocks back before a request is preempted; one of its own takes
+  // its share beside the model's.
+  const bool shared = draft_arena_layout(m, draft_options(4, model_bytes, 5, fixture(pair.draft)), d).has_value();
+  const auto tight = shared ? model_bytes
+                            : static_cast<int64_t>(static_cast<double>(model_bytes) *
+                                                   (1 + per_position(d) / per_position(m)));
   Engine plain(fixture(pair.model), std::make_unique<CpuBackend>(), draft_options(4, model_bytes, 0, {}));
   const std::vector<GenerateResult> want = run(plain, prompts, options);
   Engine engine(fixture(pair.model), std::make_unique<CpuBackend>(), draft_options(4, tight, 5, fixture(pair.draft)));
+  EXPECT_EQ(engine.draft_kv_cache()->shared_pool() == engine.kv_cache().shared_pool(), shared);
   expect_same(run(engine, prompts, options), want, "preempted");
   EXPECT_GT(engine.stats().num_preemptions, 0);
   EXPECT_GT(engine.stats().spec_verifies, 0);
@@ -436,11 +443,7 @@ TEST(SpeculationAndTheCache, PrefixReuseAndTheHostTierKeepTheIds) {
   const auto with = [&](const char* speculative) {
     EngineOptions o = draft_options(4, model_bytes, 0, {});
     o.host_kv_cache_memory = 8 * model_bytes;
-    if (speculative != nullptr) {
-      o.speculative = spec::SpeculativeConfig::parse(speculative);
-      // A draft model's share comes out of kv_cache_memory: the model keeps about the same arena.
-      if (o.speculative->method == spec::SpeculativeConfig::Method::kDraftModel) o.kv_cache_memory = 2 * model_bytes;
-    }
+    if (speculative != nullptr) o.speculative = spec::SpeculativeConfig::parse(speculative);  // a draft shares the arena
     return o;
   };
   Engine plain(fixture("cohere2-tiny"), std::make_unique<CpuBackend>(), with(nullptr));
@@ -465,6 +468,74 @@ TEST(SpeculationAndTheCache, PrefixReuseAndTheHostTierKeepTheIds) {
     EXPECT_EQ(engine.kv_report().arena.in_use_blocks, 0) << speculative;
     if (engine.draft_kv_cache() != nullptr) expect_caches_empty(engine);
   }
+}
+
+// A draft whose blocks fit the model's (the same head_dim and KV dtype) takes them from the model's arena: the
+// model keeps all of kv_cache_memory, and when the arena is short the draft gives its blocks back before any
+// request is preempted for them. Ids as without speculation; both caches empty afterwards. A draft of
+// another head_dim has blocks of its own.
+TEST(DraftArena, SharedWithTheModelAndGivenBackWhenShort) {
+  const ModelConfig config = ModelConfig::from_dir(fixture("cohere2-tiny"));
+  auto prompts = test::quoting_prompts(config.vocab_size, 43);
+  const auto more = test::quoting_prompts(config.vocab_size, 47);
+  prompts.insert(prompts.end(), more.begin(), more.end());
+  GenerateOptions options;
+  options.max_tokens = 40;
+  options.ignore_eos = true;
+  CpuBackend backend;
+  const Cohere2Model m = Cohere2Model::load(fixture("cohere2-tiny"), backend);
+  const KvCacheManager probe(4, config.group_windows(), KvArenaSpec{}, false);
+  const int64_t bytes = 3 * probe.max_arena_blocks(100, 64) * m.kv_block_bytes(4, KvCacheDtype::kAuto);
+  Engine plain(fixture("cohere2-tiny"), std::make_unique<CpuBackend>(), draft_options(4, bytes, 0, {}));
+  const std::vector<GenerateResult> want = run(plain, prompts, options);
+  Engine engine(fixture("cohere2-tiny"), std::make_unique<CpuBackend>(),
+                draft_options(4, bytes, 4, fixture("cohere2-tiny")));
+  ASSERT_NE(engine.draft_kv_cache(), nullptr);
+  EXPECT_EQ(engine.draft_kv_cache()->shared_pool(), engine.kv_cache().shared_pool());
+  EXPECT_EQ(engine.kv_report().arena.capacity_blocks, plain.kv_report().arena.capacity_blocks);
+  expect_same(run(engine, prompts, options), want, "shared arena");
+  const EngineStats s = engine.stats();
+  EXPECT_GT(s.spec_accepted_tokens * 10, s.spec_draft_tokens * 9);  // the model drafting for itself
+  EXPECT_GT(s.spec_draft_reclaims, 0);
+  std::printf("[ spec     ] shared arena: %ld preemptions (%ld without speculation), %ld draft caches given back\n",
+              static_cast<long>(s.num_preemptions), static_cast<long>(plain.stats().num_preemptions),
+              static_cast<long>(s.spec_draft_reclaims));
+  expect_caches_empty(engine);
+
+  Engine other(fixture("cohere2-tiny"), std::make_unique<CpuBackend>(),
+               draft_options(4, bytes, 4, fixture("cohere2-tiny-hd128")));
+  EXPECT_NE(other.draft_kv_cache()->shared_pool(), other.kv_cache().shared_pool());
+  EXPECT_LT(other.kv_report().arena.capacity_blocks, plain.kv_report().arena.capacity_blocks);
+}
+
+// Where a draft's blocks lie in the model's arena: the fixture drafting for itself, block for block; the demo
+// model's two-layer, one-head draft, four times the positions per block (up to 256); another head_dim, none.
+TEST(DraftArena, LayoutFillsTheModelsBlockBytes) {
+  CpuBackend backend;
+  const Cohere2Model tiny = Cohere2Model::load(fixture("cohere2-tiny"), backend);
+  const Cohere2Model tiny128 = Cohere2Model::load(fixture("cohere2-tiny-hd128"), backend);
+  const Cohere2Model demo = Cohere2Model::load(test::bundled_model("tide-demo"), backend);
+  const Cohere2Model demo_draft = Cohere2Model::load(test::bundled_model("tide-demo-draft"), backend);
+  EngineOptions o;
+  o.block_size = 4;
+  const std::optional<DraftArenaLayout> self = draft_arena_layout(tiny, o, tiny);
+  ASSERT_TRUE(self.has_value());
+  EXPECT_EQ(self->block_size, 4);
+  EXPECT_EQ(self->num_layers, tiny.config().layers_per_kv_block);
+  EXPECT_FALSE(draft_arena_layout(tiny, o, tiny128).has_value());
+  o.block_size = 16;
+  const std::optional<DraftArenaLayout> d = draft_arena_layout(demo, o, demo_draft);
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->block_size, 64);
+  EXPECT_EQ(d->num_layers, 1);
+  // The same bytes as the model's block.
+  EXPECT_EQ(d->num_layers * d->block_size * demo_draft.config().num_heads_kv,
+            demo.config().layers_per_kv_block * o.block_size * demo.config().num_heads_kv);
+  o.block_size = 128;  // at most 256 positions: two layer slots, one used
+  const std::optional<DraftArenaLayout> big = draft_arena_layout(demo, o, demo_draft);
+  ASSERT_TRUE(big.has_value());
+  EXPECT_EQ(big->block_size, 256);
+  EXPECT_EQ(big->num_layers, 2);
 }
 
 // The greedy continuation of `prompt` by the model of `dir` alone (the reference for what a draft must be).
