@@ -382,5 +382,56 @@ TEST(Scheduler, SpeculatesOnlyWhileFewerRequestsRunThanDisableByBatchSize) {
   EXPECT_TRUE(b.pools_free());
 }
 
+// ---  an arena shared with another cache
+
+// The pool's other user (a draft model's cache) holds most blocks; with a reclaimer the scheduler takes them
+// back one holder at a time before it preempts anyone or leaves an admission waiting, and without one it
+// preempts. Either way the ids are those of each request alone.
+TEST(Scheduler, AReclaimerGivesBlocksBackBeforeAnyPreemption) {
+  for (const bool with_reclaimer : {true, false}) {
+    const auto pool = std::make_shared<BlockPool>(40, 0, std::vector<int64_t>{0, 0});
+    KvCacheManager kv(4, {0}, pool, 0, true, 0);
+    KvCacheManager other(4, {0}, pool, 1, true, 1);
+    std::vector<SequenceKv> held(3);
+    for (SequenceKv& h : held) {
+      other.admit(h, tokens(1, 7));
+      other.append(h, 40);  // 10 blocks each
+    }
+    FakeModel model(kv, kVocab);
+    Scheduler sched(kv, options(64, 4, 16));
+    int reclaims = 0;
+    if (with_reclaimer) {
+      sched.set_reclaimer([&] {
+        for (SequenceKv& h : held) {
+          if (h.block_tables.empty()) continue;
+          other.free(h);
+          ++reclaims;
+          return true;
+        }
+        return false;
+      });
+    }
+    std::map<RequestId, std::unique_ptr<Request>> finished;
+    std::vector<RequestId> ids;
+    for (int i = 0; i < 3; ++i) ids.push_back(sched.add(req(tokens(12, 3 + 20 * i), 20)));
+    for (int step = 0; step < 1000 && sched.has_unfinished(); ++step) ASSERT_TRUE(run_step(sched, kv, model, finished, nullptr));
+    ASSERT_FALSE(sched.has_unfinished());
+    for (RequestId id : ids) {
+      const Request& r = *finished.at(id);
+      EXPECT_EQ(Tokens(r.output_ids().begin(), r.output_ids().end()), reference_output(r.params, model.windows(), kVocab).ids);
+    }
+    if (with_reclaimer) {
+      EXPECT_EQ(sched.num_preemptions(), 0);
+      EXPECT_GT(reclaims, 0);
+    } else {
+      EXPECT_GT(sched.num_preemptions(), 0);  // 10 blocks for three requests of 8 blocks each
+    }
+    for (SequenceKv& h : held) {
+      if (!h.block_tables.empty()) other.free(h);
+    }
+    EXPECT_EQ(pool->num_in_use(), 0);
+  }
+}
+
 }  // namespace
 }  // namespace tide
