@@ -119,6 +119,13 @@ __global__ void __launch_bounds__(WgmmaPrefillConfig<kFp8>::kThreads, 1)
     const int count = it.listed < C::kStagedSeqs ? static_cast<int>(lds32(staged + 4 * it.listed)) : -1;
     return count >= 0 && prefill_rank_is_empty(it.rank, pp.tiles_per_seq, C::kRows, count, group);
   };
+  // Work item `item` and its row tile; false when it has no row to compute.
+  const auto item_tile = [&](int item, PrefillItem& work, PrefillRowTile& rt) {
+    work = prefill_item(item, static_cast<int>(p.num_seqs), static_cast<int>(p.num_heads_kv));
+    if (staged_empty(work)) return false;
+    rt = prefill_row_tile_at<C::kRows>(pp, work.listed, work.rank);
+    return rt.row0 < rt.num_rows;
+  };
 
   if (tid == 0) {
     for (int s = 0; s < C::kStages; ++s) {
@@ -142,11 +149,10 @@ __global__ void __launch_bounds__(WgmmaPrefillConfig<kFp8>::kThreads, 1)
     int ring = 0;   // tiles this CTA has put in the stage ring
     int served = 0; // items this CTA has served
     for (int item = static_cast<int>(blockIdx.x); item < num_items; item += static_cast<int>(gridDim.x)) {
-      const PrefillItem work = prefill_item(item, static_cast<int>(p.num_seqs), static_cast<int>(p.num_heads_kv));
-      if (staged_empty(work)) continue;
+      PrefillItem work;
+      PrefillRowTile rt;
+      if (!item_tile(item, work, rt)) continue;
       const int kv_head = work.kv_head;
-      const PrefillRowTile rt = prefill_row_tile_at<C::kRows>(pp, work.listed, work.rank);
-      if (rt.row0 >= rt.num_rows) continue;
       const int row0 = rt.row0, num_rows = rt.num_rows, seq_begin = rt.seq_begin, pos_max = rt.pos_max;
       const PrefillTiles tiles = prefill_tiles(rt.pos_first, pos_max, window, C::kKeys);
       const int first_read = tiles.first_read, key_lo = tiles.key_lo, num_tiles = tiles.num_tiles;
@@ -282,11 +288,10 @@ __global__ void __launch_bounds__(WgmmaPrefillConfig<kFp8>::kThreads, 1)
   const uint32_t q_rows = q_tile + 64 * consumer * 128;
   int ring = 0, served = 0;
   for (int item = static_cast<int>(blockIdx.x); item < num_items; item += static_cast<int>(gridDim.x)) {
-    const PrefillItem work = prefill_item(item, static_cast<int>(p.num_seqs), static_cast<int>(p.num_heads_kv));
-    if (staged_empty(work)) continue;
+    PrefillItem work;
+    PrefillRowTile rt;
+    if (!item_tile(item, work, rt)) continue;
     const int kv_head = work.kv_head;
-    const PrefillRowTile rt = prefill_row_tile_at<C::kRows>(pp, work.listed, work.rank);
-    if (rt.row0 >= rt.num_rows) continue;
     const int seq_begin = rt.seq_begin, num_rows = rt.num_rows, row0 = rt.row0;
     const int tok_first = rt.tok_first, pos_first = rt.pos_first, pos_max = rt.pos_max;
     const PrefillTiles tiles = prefill_tiles(pos_first, pos_max, window, C::kKeys);
