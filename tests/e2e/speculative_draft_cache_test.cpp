@@ -11,14 +11,14 @@
 
 #include "../test_util.h"
 #include "backend/cpu/cpu_backend.h"
-#include "draft_test_util.h"
+#include "speculative_test_util.h"
 #include "runtime/engine.h"
 
 namespace tide {
 namespace {
 
 using test::fixture;
-using namespace draft_test;
+using namespace spec_test;
 
 // disable_by_batch_size 2: no draft step and no verify step while two to four requests run; the request
 // left alone speculates for its last tokens; the ids are those without speculation.
@@ -78,8 +78,7 @@ TEST(SpeculationAndTheCache, PrefixReuseAndTheHostTierKeepTheIds) {
   options.ignore_eos = true;
   CpuBackend backend;
   const Cohere2Model m = Cohere2Model::load(fixture("cohere2-tiny"), backend);
-  const KvCacheManager probe(4, config.group_windows(), KvArenaSpec{}, false);
-  const int64_t model_bytes = 2 * probe.max_arena_blocks(100, 64) * m.kv_block_bytes(4, KvCacheDtype::kAuto);
+  const int64_t model_bytes = arena_bytes(m, 2);
   const auto with = [&](const char* speculative) {
     EngineOptions o = draft_options(4, model_bytes, 0, {});
     o.host_kv_cache_memory = 8 * model_bytes;
@@ -124,8 +123,7 @@ TEST(DraftArena, SharedWithTheModelAndGivenBackWhenShort) {
   options.ignore_eos = true;
   CpuBackend backend;
   const Cohere2Model m = Cohere2Model::load(fixture("cohere2-tiny"), backend);
-  const KvCacheManager probe(4, config.group_windows(), KvArenaSpec{}, false);
-  const int64_t bytes = 3 * probe.max_arena_blocks(100, 64) * m.kv_block_bytes(4, KvCacheDtype::kAuto);
+  const int64_t bytes = arena_bytes(m, 3);
   Engine plain(fixture("cohere2-tiny"), std::make_unique<CpuBackend>(), draft_options(4, bytes, 0, {}));
   const std::vector<GenerateResult> want = run(plain, prompts, options);
   Engine engine(fixture("cohere2-tiny"), std::make_unique<CpuBackend>(),

@@ -16,7 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../test_util.h"
-#include "draft_test_util.h"
+#include "speculative_test_util.h"
 #include "backend/cpu/cpu_backend.h"
 #include "backend/forwarding_backend.h"
 #include "runtime/draft_proposer.h"
@@ -27,7 +27,7 @@ namespace tide {
 namespace {
 
 using test::fixture;
-using namespace draft_test;
+using namespace spec_test;
 
 struct Pair {
   const char* model;
@@ -90,8 +90,7 @@ TEST_P(DraftTest, PreemptionMaxTokensAndPerRequestOff) {
   const Cohere2Model m = Cohere2Model::load(fixture(pair.model), backend);
   const Cohere2Model d = Cohere2Model::load(fixture(pair.draft), backend);
   // The model's share: about two of the longest requests (prompt and output at most 100 tokens).
-  const KvCacheManager probe(4, config.group_windows(), KvArenaSpec{}, false);
-  const int64_t model_bytes = 2 * probe.max_arena_blocks(100, 64) * m.kv_block_bytes(4, KvCacheDtype::kAuto);
+  const int64_t model_bytes = arena_bytes(m, 2);
   const auto per_position = [](const Cohere2Model& x) {
     return static_cast<double>(x.kv_block_bytes(4, KvCacheDtype::kAuto)) * static_cast<double>(x.config().groups.size());
   };

@@ -10,6 +10,7 @@
 #include <random>
 
 #include "../test_util.h"
+#include "speculative_test_util.h"
 #include "backend/cpu/cpu_backend.h"
 #include "runtime/engine.h"
 #include "tokenizer/tokenizer.h"
@@ -139,8 +140,7 @@ TEST_P(SpeculativeTest, PreemptionMaxTokensAndPerRequestOff) {
   // An arena for about two of the longest requests (prompt and output at most 100 tokens).
   CpuBackend backend;
   const Cohere2Model m = Cohere2Model::load(fixture(model), backend);
-  const KvCacheManager probe(4, config.group_windows(), KvArenaSpec{}, false);
-  const int64_t tight = 2 * probe.max_arena_blocks(100, 64) * m.kv_block_bytes(4, KvCacheDtype::kAuto);
+  const int64_t tight = spec_test::arena_bytes(m, 2);
   Engine plain(fixture(model), std::make_unique<CpuBackend>(), options_with(4, tight, 0));
   const std::vector<GenerateResult> want = run(plain, prompts, options);
   Engine engine(fixture(model), std::make_unique<CpuBackend>(), options_with(4, tight, 5));

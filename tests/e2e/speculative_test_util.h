@@ -1,5 +1,6 @@
-// Helpers of the draft-model speculative decoding tests (speculative_draft_test.cpp,
-// speculative_draft_cache_test.cpp): engine options with a draft, a batch run, and the checks they share.
+// Helpers of the speculative decoding tests through the engine (speculative_test.cpp,
+// speculative_draft_test.cpp, speculative_draft_cache_test.cpp): engine options with a draft, a batch run,
+// an arena's size in requests, and the checks they share.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -10,9 +11,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "kv/kv_cache_manager.h"
+#include "model/cohere2.h"
 #include "runtime/engine.h"
 
-namespace tide::draft_test {
+namespace tide::spec_test {
 
 inline EngineOptions draft_options(int64_t block_size, int64_t kv_cache_memory, int k, const std::filesystem::path& draft) {
   EngineOptions e;
@@ -24,6 +27,13 @@ inline EngineOptions draft_options(int64_t block_size, int64_t kv_cache_memory, 
                                                                    {"num_speculative_tokens", k}}.dump());
   }
   return e;
+}
+
+// kv_cache_memory for `requests` requests of at most 100 positions of `model` at once (4 positions per block,
+// chunks of 64).
+inline int64_t arena_bytes(const Cohere2Model& model, int requests) {
+  const KvCacheManager probe(4, model.config().group_windows(), KvArenaSpec{}, false);
+  return requests * probe.max_arena_blocks(100, 64) * model.kv_block_bytes(4, KvCacheDtype::kAuto);
 }
 
 inline std::vector<GenerateResult> run(Engine& engine, const std::vector<std::vector<int32_t>>& prompts,
@@ -58,4 +68,4 @@ inline void expect_caches_empty(const Engine& engine) {
   engine.draft_kv_cache()->check_invariants({});
 }
 
-}  // namespace tide::draft_test
+}  // namespace tide::spec_test
