@@ -12,9 +12,9 @@
 
 #include "core/error.h"
 #include "core/log.h"
-#include "runtime/draft_proposer.h"
 #include "runtime/engine.h"
 #include "runtime/engine_inbox.h"
+#include "runtime/engine_speculation.h"
 #include "runtime/output_processor.h"
 #include "sched/scheduler.h"
 
@@ -37,10 +37,11 @@ class Engine::Loop {
       : engine_(engine),
         outputs_(engine.tokenizer_, engine.config().vocab_size,
                  engine.options_.speculative ? &*engine.options_.speculative : nullptr) {
-    if (engine.draft_kv_manager_) {
-      drafts_.emplace(engine.executor_, *engine.draft_kv_manager_, engine.options_.max_num_batched_tokens,
-                      engine.options_.max_prefill_chunk);
-      sampled_drafts_ = engine.executor_.backend().supports_draft_sampling();
+    const EngineOptions& o = engine.options_;
+    if (o.speculative) {
+      speculation_.emplace(engine.executor_, engine.draft_kv_manager_ ? &*engine.draft_kv_manager_ : nullptr,
+                           engine.draft_layout_.has_value(), *o.speculative, o.max_num_batched_tokens,
+                           o.max_prefill_chunk);
     }
     reset_scheduler();
   }
@@ -98,55 +99,28 @@ class Engine::Loop {
   int64_t num_preemptions() const { return past_preemptions_ + scheduler_->num_preemptions(); }
   // Speculative decoding's counters (EngineStats::spec_*), also of schedulers replaced after a failed step.
   void add_spec_counts(EngineStats& s) const {
-    s.spec_draft_tokens = past_spec_.spec_draft_tokens + scheduler_->num_draft_tokens();
-    s.spec_accepted_tokens = past_spec_.spec_accepted_tokens + scheduler_->num_accepted_tokens();
-    s.spec_verifies = past_spec_.spec_verifies + scheduler_->num_verifies();
-    const auto add = [](const std::vector<int64_t>& past, const std::vector<int64_t>& now) {
-      std::vector<int64_t> sum(std::max(past.size(), now.size()), 0);
-      for (size_t i = 0; i < past.size(); ++i) sum[i] += past[i];
-      for (size_t i = 0; i < now.size(); ++i) sum[i] += now[i];
-      return sum;
-    };
-    s.spec_draft_tokens_per_position = add(past_spec_.spec_draft_tokens_per_position, scheduler_->drafted_per_position());
-    s.spec_accepted_tokens_per_position =
-        add(past_spec_.spec_accepted_tokens_per_position, scheduler_->accepted_per_position());
-    s.spec_draft_steps = drafts_ ? drafts_->num_steps() : 0;
-    s.spec_draft_reclaims = drafts_ ? drafts_->num_reclaims() : 0;
+    if (speculation_) speculation_->add_counts(s, *scheduler_);
   }
 
  private:
   // Successful steps after which limits set for device memory are doubled (until they are lifted).
   static constexpr int64_t kStepsBeforeRelaxing = 64;
-  // Steps that run without drafts after the draft model's step failed.
-  static constexpr int64_t kStepsWithoutDrafts = 64;
 
   // A new scheduler (the old one gives every request's blocks back first); `forget_cache`: a new KV cache too,
   // its prefix cache empty.
   void reset_scheduler(bool forget_cache = false) {
     if (scheduler_) {
       past_preemptions_ += scheduler_->num_preemptions();
-      add_spec_counts(past_spec_);
+      if (speculation_) speculation_->retire(*scheduler_);
     }
     scheduler_.reset();
     strikes_.clear();  // a new scheduler numbers its requests anew
-    if (drafts_) drafts_->release_all();
     if (forget_cache) engine_.reset_kv_cache();
     const EngineOptions& o = engine_.options_;
     scheduler_ = std::make_unique<Scheduler>(
         engine_.kv_manager_, SchedulerOptions{o.max_num_batched_tokens, o.max_num_seqs, o.max_prefill_chunk,
                                               engine_.max_model_len()});
-    if (o.speculative) {
-      scheduler_->set_proposer([this](const Request& r, int64_t max_tokens, std::vector<int32_t>& draft) {
-        if (drafts_) {
-          drafts_->take(r.id, max_tokens, draft);
-        } else {
-          outputs_.propose(r.id, max_tokens, draft);
-        }
-        outputs_.constrain_draft(r, draft);
-      }, o.speculative->num_speculative_tokens, o.speculative->disable_by_batch_size);
-    }
-    // A draft cache in the model's arena gives its blocks back before any request is preempted or waits.
-    if (drafts_ && engine_.draft_layout_) scheduler_->set_reclaimer([this] { return drafts_->reclaim(); });
+    if (speculation_) speculation_->attach(*scheduler_, outputs_);
   }
 
   void start(Submission&& submission, Outbox& out) {
@@ -191,11 +165,11 @@ class Engine::Loop {
   // step's results become deltas (handed out at once); then its sampled ids are committed, and its own results
   // wait for the next step to be processed (or for flush_previous when nothing else runs).
   void step(Outbox& out) {
-    if (drafts_) {
-      if (scheduler_->speculates()) {
-        if (!run_drafts(out)) return;
-      } else {
-        drafts_->skip_round();  // too many requests run for speculation to pay: no draft step either
+    if (speculation_) {
+      if (std::optional<std::string> error = speculation_->before_step(*scheduler_, outputs_, engine_.kv_manager_,
+                                                                      engine_.stats_)) {
+        fail_all(*error, out);
+        return;
       }
     }
     const Clock::time_point planning = Clock::now();
@@ -230,10 +204,7 @@ class Engine::Loop {
         const SamplingBatch sampling = outputs_.sampling_batch(step, *scheduler_, top_logprobs);
         refused = refused_rows(step, sampling);
         if (!refused.empty()) throw RefusedRows{};
-        const DraftSampling* drafts =
-            drafts_ ? drafts_->sampling(step, *scheduler_, [&](RequestId id, uint64_t counter) {
-              return outputs_.draft_row(id, counter, /*acceptance=*/true, /*sampled=*/true);
-            }) : nullptr;
+        const DraftSampling* drafts = speculation_ ? speculation_->sampling(step, *scheduler_, outputs_) : nullptr;
         // Constrained rows' masks are computed while the device runs the forward pass.
         LaunchedStep launched =
             engine_.executor_.launch(step, sampling, top_logprobs, [&] { outputs_.fill_masks(step); }, drafts);
@@ -277,46 +248,6 @@ class Engine::Loop {
     outputs_.record(done.step, *scheduler_, done.done);
     previous_ = std::move(done);
     stats.output_seconds += seconds_since(committing);
-  }
-
-  // The draft model drafts for every running request that decodes and speculates (Scheduler's proposer hands
-  // the drafts out). A failure of the draft's step costs only speculation: it is logged, and the next steps run
-  // without drafts for a while. Failed block copies of a draft in the model's arena leave the arena's cache
-  // unknown: every request ends, as when the model's own copies fail; returns false then.
-  bool run_drafts(Outbox& out) {
-    if (steps_without_drafts_ > 0) {
-      --steps_without_drafts_;
-      return true;
-    }
-    const Clock::time_point drafting = Clock::now();
-    const int64_t k = engine_.options_.speculative->num_speculative_tokens;
-    std::vector<DraftRequest> requests;
-    for (const Request* r : scheduler_->running_requests()) {
-      if (!r->is_decoding() || !outputs_.speculates(r->id)) continue;
-      const int64_t room = std::min(k, r->params.max_tokens - r->num_output_tokens() - 1);
-      if (room <= 0) continue;
-      const auto outputs = static_cast<uint64_t>(r->num_output_tokens());
-      requests.push_back(DraftRequest{r->id, r->token_ids, room,
-                                      outputs_.draft_row(r->id, outputs, /*acceptance=*/false, sampled_drafts_)});
-    }
-    // In the model's arena the draft leaves free what the model's next step may need: a block per group for
-    // each running request (one crossing a block boundary), and one request more.
-    drafts_->set_keep_free(engine_.draft_layout_ ? engine_.kv_manager_.num_groups() *
-                                                       (static_cast<int64_t>(scheduler_->num_running()) + 1)
-                                                 : 0);
-    try {
-      drafts_->run(requests);
-    } catch (const DraftCopyError& e) {
-      engine_.stats_.draft_seconds += seconds_since(drafting);
-      fail_all(e.what(), out);
-      return false;
-    } catch (const std::exception& e) {
-      steps_without_drafts_ = kStepsWithoutDrafts;
-      log_info("the draft model's step failed: {}; the next {} steps run without drafts", e.what(),
-               kStepsWithoutDrafts);
-    }
-    engine_.stats_.draft_seconds += seconds_since(drafting);
-    return true;
   }
 
   // The previous step's results (text, stop strings, logprobs, prompt logits) and the final deltas of the
@@ -445,8 +376,8 @@ class Engine::Loop {
     if (!strikes_.empty()) {
       for (const std::unique_ptr<Request>& r : done) strikes_.erase(r->id);
     }
-    if (drafts_) {
-      for (const std::unique_ptr<Request>& r : done) drafts_->release(r->id);
+    if (speculation_) {
+      for (const std::unique_ptr<Request>& r : done) speculation_->release(r->id);
     }
     outputs_.on_finished(done, out);
   }
@@ -468,16 +399,11 @@ class Engine::Loop {
 
   Engine& engine_;
   OutputProcessor outputs_;
-  std::optional<DraftProposer> drafts_;  // speculative decoding with a draft model
-  int64_t steps_without_drafts_ = 0;
-  // Whether sampled requests' drafts are drawn from the draft's distribution and checked against it (the
-  // backend's sample_with_drafts); else every draft is the draft's argmax, checked by equality.
-  bool sampled_drafts_ = false;
+  std::optional<Speculation> speculation_;  // when options.speculative is set
   std::unique_ptr<Scheduler> scheduler_;
   std::optional<Processed> previous_;
   int64_t idle_steps_ = 0;
   int64_t past_preemptions_ = 0;  // of schedulers replaced after a failed step
-  EngineStats past_spec_;         // their speculative decoding counters (spec_* only)
   int64_t steps_since_oom_ = 0;
   // Failed steps (not for memory) each live request was in since its last step that ran.
   std::unordered_map<RequestId, int> strikes_;
