@@ -88,7 +88,8 @@ nlohmann::json sample_json(const SampleResult& r, bool logprobs) {
   return j;
 }
 
-// {prompt_ids, ids, text, finish_reason, cached_tokens, kv} of sample 0, with "logprobs" when asked for,
+// {prompt_ids, ids, text, finish_reason, cached_tokens, kv, engine} of sample 0 ("engine": its steps and
+// their seconds so far), with "logprobs" when asked for,
 // "samples" (each {ids, text, finish_reason}) when n > 1, "speculative" (the engine's drafted and accepted
 // tokens and verifications so far; with a draft model also its steps and their seconds) with
 // --speculative-config, and "seconds" (the request's wall time, prompt
@@ -104,8 +105,14 @@ void print_result_json(const Engine& engine, const std::vector<int32_t>& prompt_
     for (const SampleResult& s : result.samples) j["samples"].push_back(sample_json(s, gen.logprobs >= 0));
   }
   j["kv"] = kv_json(engine);
+  const EngineStats stats = engine.stats();
+  // Where the engine's time went so far (cumulative, as the counters above): its steps and their parts.
+  j["engine"] = {{"steps", stats.num_steps},
+                 {"step_seconds", stats.step_seconds},
+                 {"schedule_seconds", stats.schedule_seconds},
+                 {"execute_seconds", stats.execute_seconds},
+                 {"output_seconds", stats.output_seconds}};
   if (engine.options().speculative) {
-    const EngineStats stats = engine.stats();
     j["speculative"] = {{"draft_tokens", stats.spec_draft_tokens},
                         {"accepted_tokens", stats.spec_accepted_tokens},
                         {"verifications", stats.spec_verifies},

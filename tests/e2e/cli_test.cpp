@@ -96,6 +96,11 @@ TEST(Cli, PromptsFileRunsPromptsInOneEngineWithReuse) {
   EXPECT_EQ(lines[1]["ids"], c["b_greedy_ids"]);
   EXPECT_EQ(lines[1]["cached_tokens"], 48);
   EXPECT_EQ(lines[2]["ids"].size(), 3u);  // the default --max-tokens
+  // The engine's steps so far (cumulative): a prompt's step and one per further token at least, each request.
+  EXPECT_GE(lines[1]["engine"]["steps"].get<int64_t>(), lines[0]["engine"]["steps"].get<int64_t>() + 16);
+  for (const char* key : {"step_seconds", "schedule_seconds", "execute_seconds", "output_seconds"}) {
+    EXPECT_GT(lines[2]["engine"][key].get<double>(), 0.0) << key;
+  }
   const nlohmann::json& kv = lines[1]["kv"];
   EXPECT_EQ(kv["block_size"], 16);
   for (const char* key : {"block_bytes", "capacity_blocks", "host_capacity_blocks", "in_use_blocks", "cached_blocks",
