@@ -62,8 +62,9 @@ void decode_point(const BenchModel& m, const BenchOptions& options, int64_t num_
   const ModelConfig& c = m.config;
   const int runs = options.timed_runs(20, 5);
   const int64_t num_steps = kWarmupSteps + runs;
-  // --trace: a few more steps after the timed ones, under CUPTI (every point but the baselines and ablations).
-  const bool trace = !options.trace_prefix.empty() && baseline == Baseline::kNone && skip.empty() && draft == 0;
+  // --trace: a few more steps after the timed ones, under CUPTI (every point but the baselines and ablations;
+  // verify points too).
+  const bool trace = !options.trace_prefix.empty() && baseline == Baseline::kNone && skip.empty();
   const int64_t all_steps = num_steps + (trace ? kTracedSteps : 0);
   const int64_t per_seq = 1 + draft;  // tokens each sequence computes per step
   std::string label = draft > 0 ? fmt::format("verify B={} C={} k={}", num_seqs, context, draft)
@@ -96,6 +97,9 @@ void decode_point(const BenchModel& m, const BenchOptions& options, int64_t num_
     backend->set_fp8_wgmma_matmul_max_tokens(0);
   }
   backend->set_fp8_small_matmul_variant(options.fp8_variant);
+  if (options.fp8_wgmma_max_tokens >= 0 && baseline != Baseline::kCublasFp8) {
+    backend->set_fp8_wgmma_matmul_max_tokens(options.fp8_wgmma_max_tokens);
+  }
   // Process-wide: set for this point, back on when it ends (also by an exception).
   CudaBackend::set_programmatic_launch(baseline != Baseline::kNoPdl);
   struct PdlBackOn {
@@ -151,7 +155,8 @@ void decode_point(const BenchModel& m, const BenchOptions& options, int64_t num_
   }
 
   if (tracer) {
-    const std::string path = fmt::format("{}-B{}-C{}.csv", options.trace_prefix, num_seqs, context);
+    const std::string path = draft > 0 ? fmt::format("{}-B{}-C{}-k{}.csv", options.trace_prefix, num_seqs, context, draft)
+                                       : fmt::format("{}-B{}-C{}.csv", options.trace_prefix, num_seqs, context);
     write_trace_csv(path, tracer->finish());
     row.details["trace"] = path;
   }

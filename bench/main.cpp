@@ -147,7 +147,8 @@ int main(int argc, char** argv) {
   app.add_flag("--quick", flags.options.quick, "fewer repetitions (the R7B run takes a few minutes at most)");
   app.add_flag("--ablate", flags.options.ablate, "decode: time the first point without each op group in turn");
   app.add_option("--trace", flags.options.trace_prefix,
-                 "decode: also write a CUPTI kernel timeline of each point to PREFIX-B<batch>-C<context>.csv");
+                 "decode: also write a CUPTI kernel timeline of each point to PREFIX-B<batch>-C<context>.csv (verify "
+                 "points: ...-k<drafts>.csv)");
   app.add_flag("--fp8", flags.options.fp8, "FP8 E4M3 linear weights with row scales (the model's FP8 path)");
   app.add_option("--linear-tokens", flags.options.linear_tokens, "token counts of the linear section")
       ->delimiter(',');
@@ -155,6 +156,9 @@ int main(int argc, char** argv) {
                "decode, prefill and attention: an FP8 KV cache (codes and a scale per head's vector)");
   app.add_option("--fp8-variant", flags.options.fp8_variant,
                  "force this shape of the FP8 small-batch matmul (-1: chosen per matrix)");
+  app.add_option("--fp8-wgmma-max-tokens", flags.options.fp8_wgmma_max_tokens,
+                 "decode: the most tokens an FP8 matmul runs on tide's wgmma kernel, 0 to 256 (-1: the default, 64)")
+      ->check(CLI::Range(-1, 256));
   app.add_flag("!--no-baselines", flags.options.baselines,
                "decode: leave out the no-PDL, no-overlap and cuBLASLt points");
   app.add_option("--batches", flags.options.decode_batches, "decode batch sizes")->delimiter(',');

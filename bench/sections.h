@@ -23,7 +23,7 @@ struct BenchOptions {
   bool fp8 = false;  // the linear layers' weights in FP8 E4M3 with row scales (the model runs its FP8 path)
   bool fp8_kv = false;  // decode: an FP8 KV cache (--kv-cache-dtype fp8)
   bool ablate = false;  // decode: the first point again without each op group (AblationBackend)
-  std::string trace_prefix;  // decode: a CUPTI kernel timeline of each point, PREFIX-B<batch>-C<context>.csv
+  std::string trace_prefix;  // decode: a CUPTI kernel timeline of each point, PREFIX-B<batch>-C<context>[-k<drafts>].csv
   std::vector<int64_t> decode_batches{1, 8, 32, 128};
   std::vector<int64_t> decode_contexts{1024, 32768};
   std::vector<int64_t> prefill_lengths{2048, 8192, 32768};
@@ -33,6 +33,9 @@ struct BenchOptions {
   std::vector<std::pair<int64_t, int64_t>> attention_decode{{8, 32768}, {32, 32768}};
   std::vector<int64_t> verify_tokens;  // decode: also verify steps of 1 + k tokens per sequence, for each k
   int fp8_variant = -1;  // the FP8 small-batch matmul's shape (CudaBackend::set_fp8_small_matmul_variant)
+  // decode: the most tokens an FP8 matmul runs on the wgmma kernel (-1: the backend's default;
+  // CudaBackend::set_fp8_wgmma_matmul_max_tokens)
+  int64_t fp8_wgmma_max_tokens = -1;
   bool baselines = true;  // decode: also each point without PDL, without overlap and with cuBLASLt's FP8
   std::vector<std::string> sections{"ceilings", "linear", "decode", "prefill", "attention", "sampling"};
 
