@@ -198,17 +198,19 @@ TEST_F(CudaFp8, SmallBatchMatmulSplitTilesEveryElement) {
 }
 
 // The wgmma kernel (fp8_wgmma_matmul.cu) on every element, on small integers (exact in its tensor-core sums:
-// any other error is a wrong row, token or split): each token width (32, 64, 128, two of 128) at its edges,
-// also at 1 token (the small-batch kernel turned off); tiles split over up to 9 CTAs (N 200: 18 units on 18
-// CTAs), a mix of whole and split tiles (N 1000: 200 units on the SMs), an uneven stream of many tiles (N
-// 20000); K with a partial last stage. Each twice, so split tiles also meet counters a kernel left at zero. Its
+// any other error is a wrong row, token or split): each token width (32, 64, 96, 128 in one instruction; 160,
+// 192, 256 in two) at its edges, also at 1 token (the small-batch kernel turned off); tiles split over up to 9
+// CTAs (N 200: 18 units on 18 CTAs), a mix of whole and split tiles (N 1000: 200 units on the SMs), an uneven
+// stream of many tiles (N 20000); K with a partial last stage. Each twice, so split tiles also meet counters a kernel left at zero. Its
 // precision on random codes is MatmulMatchesTheCpuWithinBf16Rounding's.
 TEST_F(CudaFp8, WgmmaMatmulEveryElement) {
   gpu_->set_fp8_small_matmul_max_tokens(0);
   gpu_->set_fp8_wgmma_matmul_max_tokens(cuda::kFp8WgmmaMatmulMaxTokens);
   std::vector<EveryElementCase> cases;
-  for (const int64_t t : {1, 17, 32, 33, 64, 65, 128, 129, 256}) cases.emplace_back(t, 1040, 200, true);
-  for (const int64_t t : {24, 100, 200}) cases.emplace_back(t, 2064, 1000, true);
+  for (const int64_t t : {1, 17, 32, 33, 64, 65, 96, 97, 128, 129, 160, 161, 192, 193, 256}) {
+    cases.emplace_back(t, 1040, 200, true);
+  }
+  for (const int64_t t : {24, 100, 150, 200}) cases.emplace_back(t, 2064, 1000, true);
   cases.emplace_back(17, 1040, 20000, true);
   for (const EveryElementCase& c : cases) {
     for (int run = 0; run < 2; ++run) c.check(*gpu_, "wgmma");

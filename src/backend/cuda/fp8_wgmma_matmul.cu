@@ -50,7 +50,7 @@ constexpr int kStageBudget = 192 * 1024;  // shared memory for stages (227 KB pe
 // kN tokens per instruction, kHalves instructions' worth of tokens per tile (up to 256 tokens with 128).
 template <int kN, int kHalves>
 struct Config {
-  static_assert(kN == 32 || kN == 64 || kN == 128);
+  static_assert(kN == 32 || kN == 64 || kN == 80 || kN == 96 || kN == 128);
   static constexpr int kTokens = kN * kHalves;
   static constexpr int kStageBytes = kWeightBytes + kTokens * kChunk;
   static constexpr int kStages = std::min(6, kStageBudget / kStageBytes);
@@ -280,10 +280,12 @@ void launch(Out* out, const Fp8SmallMatmul& p, const CUtensorMap& w_map, const C
                 reinterpret_cast<float*>(static_cast<char*>(p.split_scratch) + kFp8SplitCountersBytes), w_map, x_map);
 }
 
-// Tokens per tile: the smallest instruction width that holds T, two of the widest above 128.
+// Tokens per tile: the smallest of the widths below that holds T (one instruction up to 128 tokens, two
+// above), so that at most 32 padded tokens go through the tensor cores (a verify step of 32 sequences x 5
+// tokens: 160, not 256).
 template <typename Out>
 bool dispatch(Out* out, const Fp8SmallMatmul& p, int num_sms, cudaStream_t stream) {
-  const int tokens = p.num_tokens <= 32 ? 32 : p.num_tokens <= 64 ? 64 : p.num_tokens <= 128 ? 128 : 256;
+  const int tokens = fp8_wgmma_tile_tokens(p.num_tokens);
   CUtensorMap w_map{}, x_map{};
   if (!encode_rows_sw128(&w_map, p.w8, p.n, p.k, kTileRows) ||
       !encode_rows_sw128(&x_map, p.x8, p.num_tokens, p.k, tokens)) {
@@ -292,7 +294,10 @@ bool dispatch(Out* out, const Fp8SmallMatmul& p, int num_sms, cudaStream_t strea
   switch (tokens) {
     case 32: launch<32, 1>(out, p, w_map, x_map, num_sms, stream); break;
     case 64: launch<64, 1>(out, p, w_map, x_map, num_sms, stream); break;
+    case 96: launch<96, 1>(out, p, w_map, x_map, num_sms, stream); break;
     case 128: launch<128, 1>(out, p, w_map, x_map, num_sms, stream); break;
+    case 160: launch<80, 2>(out, p, w_map, x_map, num_sms, stream); break;
+    case 192: launch<96, 2>(out, p, w_map, x_map, num_sms, stream); break;
     default: launch<128, 2>(out, p, w_map, x_map, num_sms, stream); break;
   }
   return true;

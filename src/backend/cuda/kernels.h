@@ -182,6 +182,16 @@ inline constexpr int64_t kFp8WgmmaMatmulMaxTokens = 256;
 // bytes from L2 as weight bytes from memory (128-row tiles), and cuBLASLt's FP8 kernels run R7B's decode step
 // faster (docs/perf-log/2026-12.md); tests and benchmarks reach 256 (set_fp8_wgmma_matmul_max_tokens).
 inline constexpr int64_t kFp8WgmmaDispatchMaxTokens = 64;
+// The tokens of a wgmma tile for T tokens (1 .. 256): the smallest of 32, 64, 96, 128 (one instruction),
+// 160, 192, 256 (two) that holds them.
+constexpr int fp8_wgmma_tile_tokens(int64_t t) {
+  for (const int w : {32, 64, 96, 128, 160, 192}) {
+    if (t <= w) return w;
+  }
+  return 256;
+}
+static_assert(fp8_wgmma_tile_tokens(17) == 32 && fp8_wgmma_tile_tokens(65) == 96 && fp8_wgmma_tile_tokens(160) == 160 &&
+              fp8_wgmma_tile_tokens(161) == 192 && fp8_wgmma_tile_tokens(256) == 256);
 bool fp8_wgmma_matmul_supports(int64_t num_tokens, int64_t k, int64_t n);
 size_t fp8_wgmma_scratch_bytes(int num_sms);
 bool launch_fp8_wgmma_matmul(const Fp8SmallMatmul& p, int num_sms, cudaStream_t stream);
