@@ -111,7 +111,10 @@ void print_result_json(const Engine& engine, const std::vector<int32_t>& prompt_
                  {"step_seconds", stats.step_seconds},
                  {"schedule_seconds", stats.schedule_seconds},
                  {"execute_seconds", stats.execute_seconds},
-                 {"output_seconds", stats.output_seconds}};
+                 {"output_seconds", stats.output_seconds},
+                 {"forward_passes", stats.forward_passes},
+                 {"graph_replays", stats.graph_replays},
+                 {"graphs_recorded", stats.graphs_recorded}};
   if (engine.options().speculative) {
     j["speculative"] = {{"draft_tokens", stats.spec_draft_tokens},
                         {"accepted_tokens", stats.spec_accepted_tokens},
@@ -122,6 +125,9 @@ void print_result_json(const Engine& engine, const std::vector<int32_t>& prompt_
       j["speculative"]["draft_steps"] = stats.spec_draft_steps;
       j["speculative"]["draft_cache_reclaims"] = stats.spec_draft_reclaims;
       j["speculative"]["draft_seconds"] = stats.draft_seconds;
+      j["speculative"]["draft_forward_passes"] = stats.draft_forward_passes;
+      j["speculative"]["draft_graph_replays"] = stats.draft_graph_replays;
+      j["speculative"]["draft_graphs_recorded"] = stats.draft_graphs_recorded;
     }
   }
   print_json(j);

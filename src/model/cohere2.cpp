@@ -260,6 +260,7 @@ std::vector<KvStorage> Cohere2Model::allocate_kv(int64_t block_size, int32_t num
 Tensor Cohere2Model::forward(const ForwardBatch& batch, std::vector<KvStorage>& kv, const Tensor* token_ids) const {
   TIDE_CHECK(kv.size() == config_.groups.size());
   TIDE_CHECK(token_ids == nullptr || (token_ids->dtype == DType::kI32 && token_ids->numel() == std::ssize(batch.token_ids)));
+  ++counts_.steps;
   const int64_t block_size = kv.front().block_size;
   const auto num_tokens = std::ssize(batch.token_ids);
   bool all_rows = std::ssize(batch.logit_indices) == num_tokens;
@@ -310,6 +311,7 @@ Tensor Cohere2Model::forward_graph(const ForwardBatch& batch, int64_t per_seq, s
     update_metadata(it->second.meta, host, b);
     take_ids(it->second.meta);
     it->second.graph->replay();
+    ++counts_.replayed;
     return logits.slice_rows(0, num_tokens);
   }
   StepMetadata meta = upload_metadata(host, b, block_size);
@@ -318,6 +320,7 @@ Tensor Cohere2Model::forward_graph(const ForwardBatch& batch, int64_t per_seq, s
   std::unique_ptr<Backend::Graph> graph = b.capture([&] { run_layers(meta, kv, logits); });
   if (graph) {
     cache.entries.emplace(key, DecodeGraphs::Entry{std::move(meta), std::move(graph)});
+    ++counts_.recorded;
   } else {
     cache.unsupported = true;
   }

@@ -51,6 +51,12 @@ class Cohere2Model {
   Tensor forward(const ForwardBatch& batch, std::vector<KvStorage>& kv, const Tensor* token_ids = nullptr) const;
   // Whether forward() may record and replay decode steps (default: yes; off is vLLM's --enforce-eager).
   void set_graphs_enabled(bool enabled) { graphs_enabled_ = enabled; }
+  // Steps forward() has run so far: replayed from a recorded graph, and recorded (each after an eager run of
+  // the same step); the others ran eagerly. Counted on the calling thread (the engine's loop).
+  struct GraphCounts {
+    int64_t steps = 0, replayed = 0, recorded = 0;
+  };
+  GraphCounts graph_counts() const { return counts_; }
 
  private:
   // A batch of sequences that bring per_seq tokens each (forward()'s graph condition).
@@ -69,6 +75,7 @@ class Cohere2Model {
   Backend* backend_;
   bool graphs_enabled_ = true;
   std::unique_ptr<DecodeGraphs> graphs_;  // a cache: filled by the const forward()
+  mutable GraphCounts counts_;
 };
 
 }  // namespace tide

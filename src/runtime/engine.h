@@ -93,6 +93,10 @@ struct EngineStats {
   double execute_seconds = 0;
   double output_seconds = 0;
   double draft_seconds = 0;  // running the draft model before the steps (its own part of the wall time)
+  // The model's forward passes (the draft model's with speculation by one): replayed from recorded CUDA
+  // graphs, recorded (after an eager run), and all of them; the rest ran eagerly (Cohere2Model::GraphCounts).
+  int64_t graph_replays = 0, graphs_recorded = 0, forward_passes = 0;
+  int64_t draft_graph_replays = 0, draft_graphs_recorded = 0, draft_forward_passes = 0;
 };
 
 // One request of Engine::generate_batch.

@@ -424,6 +424,12 @@ EngineStats Engine::stats() const {
   s.num_waiting = static_cast<int64_t>(loop_->num_waiting());
   s.num_preemptions = loop_->num_preemptions();
   loop_->add_spec_counts(s);
+  const Cohere2Model::GraphCounts model = executor_.model().graph_counts();
+  s.graph_replays = model.replayed, s.graphs_recorded = model.recorded, s.forward_passes = model.steps;
+  if (const Cohere2Model* draft = executor_.draft()) {
+    const Cohere2Model::GraphCounts d = draft->graph_counts();
+    s.draft_graph_replays = d.replayed, s.draft_graphs_recorded = d.recorded, s.draft_forward_passes = d.steps;
+  }
   return s;
 }
 

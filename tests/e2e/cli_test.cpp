@@ -101,6 +101,10 @@ TEST(Cli, PromptsFileRunsPromptsInOneEngineWithReuse) {
   for (const char* key : {"step_seconds", "schedule_seconds", "execute_seconds", "output_seconds"}) {
     EXPECT_GT(lines[2]["engine"][key].get<double>(), 0.0) << key;
   }
+  // A forward pass per step; the CPU backend records no graphs.
+  EXPECT_EQ(lines[2]["engine"]["forward_passes"], lines[2]["engine"]["steps"]);
+  EXPECT_EQ(lines[2]["engine"]["graph_replays"], 0);
+  EXPECT_EQ(lines[2]["engine"]["graphs_recorded"], 0);
   const nlohmann::json& kv = lines[1]["kv"];
   EXPECT_EQ(kv["block_size"], 16);
   for (const char* key : {"block_bytes", "capacity_blocks", "host_capacity_blocks", "in_use_blocks", "cached_blocks",

@@ -64,7 +64,10 @@ print(f"{sys.argv[3]:>14}: {tokens / seconds:9.1f} tok/s  ({tokens} tokens, {sec
 steps = max(engine.get("steps", 0), 1)
 print(f"{'':>14}  {steps} steps, per step: schedule "
       f"{1e6 * engine.get('schedule_seconds', 0) / steps:.0f} us, execute {1e6 * engine.get('execute_seconds', 0) / steps:.0f}"
-      f" us, output {1e6 * engine.get('output_seconds', 0) / steps:.0f} us, all {1e6 * engine.get('step_seconds', 0) / steps:.0f} us")
+      f" us, output {1e6 * engine.get('output_seconds', 0) / steps:.0f} us, all {1e6 * engine.get('step_seconds', 0) / steps:.0f} us;"
+      f" forward passes {engine.get('forward_passes', 0)} (graphs replayed {engine.get('graph_replays', 0)}, recorded "
+      f"{engine.get('graphs_recorded', 0)}), the draft's {spec.get('draft_forward_passes', 0)} (replayed "
+      f"{spec.get('draft_graph_replays', 0)}, recorded {spec.get('draft_graphs_recorded', 0)})")
 EOF
   done
 }
