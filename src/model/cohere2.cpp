@@ -79,20 +79,63 @@ HostMetadata host_metadata(const ForwardBatch& batch, const ModelConfig& config,
   return m;
 }
 
-// Pads a batch of sequences that bring `per_seq` tokens each, all of them logit rows (decodes and speculative
-// verify steps), to `num_seqs` sequences: the added ones are token 0 at positions 0, 1, ..., a null block
-// table and slot -1 (nothing stored, nothing read). Every row gets logits.
-void pad_uniform(HostMetadata& m, int64_t per_seq, int64_t num_seqs) {
-  const size_t n = static_cast<size_t>(num_seqs * per_seq);
-  const size_t real_tokens = m.token_ids.size();
-  m.token_ids.resize(n, 0);
-  m.positions.resize(n, 0);
-  for (size_t t = real_tokens; t < n; ++t) m.positions[t] = static_cast<int32_t>((t - real_tokens) % static_cast<size_t>(per_seq));
-  while (m.seq_starts.size() < static_cast<size_t>(num_seqs) + 1) m.seq_starts.push_back(m.seq_starts.back() + static_cast<int32_t>(per_seq));
-  for (auto& tables : m.tables) tables.resize(static_cast<size_t>(num_seqs * m.table_width), kNullBlock);
-  for (auto& slots : m.slots) slots.resize(n, -1);
-  m.logit_rows.resize(n);
-  std::iota(m.logit_rows.begin(), m.logit_rows.end(), 0);
+// Pads a batch whose sequences bring 1 .. per_seq tokens each to `num_seqs` sequences of per_seq tokens. A
+// sequence's added tokens come before its own, at the positions just before them (which the sequence has
+// computed: the caller checks that start_pos >= per_seq - num_tokens): token 0, slot -1, so they store nothing
+// (the K/V there stay the sequence's), no real row sees them, and their own rows, never read, attend only keys
+// the sequence stored. The attention kernels take a sequence's keys up to its last token's position, so an
+// added token after the real ones would make them read slots nothing has written yet. The added sequences are
+// token 0 at positions 0, 1, ..., a null block table and slot -1 (nothing stored, nothing read). `every_token` (a uniform batch whose
+// every token is a logit row): every row gets logits. Otherwise the batch's logit rows come first, at their
+// tokens' new places, then row 0 again up to num_seqs * per_seq rows, so that a graph's row count is fixed.
+bool logits_of_every_token(const HostMetadata& m);
+
+void pad_sequences(HostMetadata& m, int64_t per_seq, int64_t num_seqs, bool every_token) {
+  const auto n = static_cast<size_t>(num_seqs * per_seq), per = static_cast<size_t>(per_seq);
+  const size_t real_seqs = m.seq_starts.size() - 1;
+  TIDE_CHECK(real_seqs <= static_cast<size_t>(num_seqs));
+  HostMetadata p;
+  p.table_width = m.table_width;
+  p.max_seq_tokens = per_seq;
+  p.token_ids.assign(n, 0);
+  p.positions.assign(n, 0);
+  p.slots.assign(m.slots.size(), std::vector<int64_t>(n, -1));
+  p.tables = std::move(m.tables);
+  for (auto& tables : p.tables) tables.resize(static_cast<size_t>(num_seqs * m.table_width), kNullBlock);
+  std::vector<int32_t> moved(m.token_ids.size());  // token t's place in the padded batch
+  for (size_t s = 0; s < static_cast<size_t>(num_seqs); ++s) {
+    const size_t begin = s < real_seqs ? static_cast<size_t>(m.seq_starts[s]) : 0;
+    const size_t tokens = s < real_seqs ? static_cast<size_t>(m.seq_starts[s + 1]) - begin : 0;
+    TIDE_CHECK(tokens <= per);
+    const size_t added = per - tokens;  // before the sequence's own tokens
+    for (size_t i = 0; i < per; ++i) {
+      const size_t at = s * per + i;
+      if (i >= added) {
+        const size_t t = begin + i - added;
+        p.token_ids[at] = m.token_ids[t];
+        p.positions[at] = m.positions[t];
+        for (size_t g = 0; g < p.slots.size(); ++g) p.slots[g][at] = m.slots[g][t];
+        moved[t] = static_cast<int32_t>(at);
+      } else if (tokens > 0) {
+        p.positions[at] = m.positions[begin] - static_cast<int32_t>(added - i);
+        TIDE_CHECK(p.positions[at] >= 0);
+      } else {
+        p.positions[at] = static_cast<int32_t>(i);
+      }
+    }
+    p.seq_starts.push_back(static_cast<int32_t>((s + 1) * per));
+  }
+  p.max_position = *std::max_element(p.positions.begin(), p.positions.end());
+  if (every_token) {
+    TIDE_CHECK(logits_of_every_token(m) && m.token_ids.size() == real_seqs * per);
+    p.logit_rows.resize(n);
+    std::iota(p.logit_rows.begin(), p.logit_rows.end(), 0);
+  } else {
+    for (int32_t row : m.logit_rows) p.logit_rows.push_back(moved[static_cast<size_t>(row)]);
+    TIDE_CHECK(p.logit_rows.size() <= n);
+    p.logit_rows.resize(n, 0);
+  }
+  m = std::move(p);
 }
 
 }  // namespace
@@ -106,13 +149,14 @@ struct StepMetadata {
   bool logits_of_every_token = false;   // logit_rows is 0, 1, ..., T - 1 (then not read)
 };
 
-// Recorded decode and verify steps, by (padded sequences, tokens per sequence, position bucket).
+// Recorded decode and verify steps, by (padded sequences, tokens per sequence, position bucket, every token a
+// logit row).
 struct DecodeGraphs {
   struct Entry {
     StepMetadata meta;
     std::unique_ptr<Backend::Graph> graph;
   };
-  std::map<std::tuple<int64_t, int64_t, int64_t>, Entry> entries;
+  std::map<std::tuple<int64_t, int64_t, int64_t, bool>, Entry> entries;
   bool unsupported = false;  // the backend does not record (the CPU)
   Tensor logits;  // [kMaxGraphBatch, vocab] f32: every graph writes its logits here
 };
@@ -265,14 +309,25 @@ Tensor Cohere2Model::forward(const ForwardBatch& batch, std::vector<KvStorage>& 
   const auto num_tokens = std::ssize(batch.token_ids);
   bool all_rows = std::ssize(batch.logit_indices) == num_tokens;
   for (int64_t i = 0; all_rows && i < num_tokens; ++i) all_rows = batch.logit_indices[static_cast<size_t>(i)] == i;
-  // Every token a logit row (decodes and verify steps), the same few per sequence, few rows once padded.
-  const int64_t per_seq = batch.seqs.empty() ? 0 : batch.seqs.front().num_tokens;
-  bool uniform = per_seq > 0;
-  for (const ForwardSequence& s : batch.seqs) uniform = uniform && s.num_tokens == per_seq;
+  // Few tokens per sequence (decodes, verify steps, a draft model's catching up), few rows once padded: every
+  // sequence padded to the most tokens of one (pad_sequences). Steps whose every token is a logit row, the
+  // same number per sequence, replay graphs that compute every row's logits; the others (ragged verify steps:
+  // requests with fewer drafts; logits of some tokens only) graphs that gather their rows first, as long as the
+  // padding at most doubles the tokens (past that, the padded rows' work costs more than running eagerly).
+  int64_t per_seq = 0;
+  for (const ForwardSequence& s : batch.seqs) per_seq = std::max(per_seq, s.num_tokens);
+  bool uniform = per_seq > 0, room = true;  // room: each sequence has computed the positions its padding takes
+  for (const ForwardSequence& s : batch.seqs) {
+    uniform = uniform && s.num_tokens == per_seq;
+    room = room && s.start_pos >= per_seq - s.num_tokens;
+  }
+  const bool every_token = all_rows && uniform;
   const auto seqs_padded = static_cast<int64_t>(std::bit_ceil(static_cast<uint64_t>(std::max<size_t>(batch.seqs.size(), 1))));
-  if (graphs_enabled_ && !graphs_->unsupported && all_rows && uniform && per_seq <= kMaxGraphSeqTokens &&
-      seqs_padded * per_seq <= kMaxGraphBatch) {
-    return forward_graph(batch, per_seq, kv, token_ids);
+  const int64_t padded_tokens = seqs_padded * per_seq;
+  if (graphs_enabled_ && !graphs_->unsupported && per_seq > 0 && per_seq <= kMaxGraphSeqTokens &&
+      padded_tokens <= kMaxGraphBatch &&
+      (every_token || (token_ids == nullptr && room && padded_tokens <= std::max<int64_t>(2 * num_tokens, 16)))) {
+    return forward_graph(batch, per_seq, every_token, kv, token_ids);
   }
   const StepMetadata meta = upload_metadata(host_metadata(batch, config_, block_size, 0), *backend_, block_size);
   if (token_ids != nullptr) backend_->copy(meta.token_ids, token_ids->reshape(meta.token_ids.shape));
@@ -281,27 +336,29 @@ Tensor Cohere2Model::forward(const ForwardBatch& batch, std::vector<KvStorage>& 
   return logits;
 }
 
-// A decode or verify step through a recorded graph: every sequence brings the same number of tokens, the batch
-// is padded to a power of two of sequences (pad_uniform), and its positions' bucket (a power of two) fixes the
-// block tables' width and the attention launch, so steps of one bucket replay the same graph with new inputs.
+// A decode or verify step through a recorded graph: every sequence is padded to per_seq tokens and the batch to
+// a power of two of sequences (pad_sequences), and its positions' bucket (a power of two) fixes the block
+// tables' width and the attention launch, so steps of one bucket replay the same graph with new inputs.
 // The first step of a bucket runs eagerly (loading kernels, choosing matmul algorithms), then is recorded.
-Tensor Cohere2Model::forward_graph(const ForwardBatch& batch, int64_t per_seq, std::vector<KvStorage>& kv,
-                                   const Tensor* token_ids) const {
+Tensor Cohere2Model::forward_graph(const ForwardBatch& batch, int64_t per_seq, bool every_token,
+                                   std::vector<KvStorage>& kv, const Tensor* token_ids) const {
   Backend& b = *backend_;
   const int64_t block_size = kv.front().block_size;
   const auto num_tokens = std::ssize(batch.token_ids);
-  int64_t max_position = 0;
-  for (const ForwardSequence& s : batch.seqs) max_position = std::max(max_position, s.start_pos + per_seq - 1);
+  int64_t max_position = per_seq - 1;  // the added sequences'
+  for (const ForwardSequence& s : batch.seqs) max_position = std::max(max_position, s.start_pos + s.num_tokens - 1);
   const auto bucket = static_cast<int64_t>(std::bit_ceil(static_cast<uint64_t>(batch.seqs.size())));
   const auto positions = std::max(kMinGraphPositions, static_cast<int64_t>(std::bit_ceil(static_cast<uint64_t>(max_position + 1))));
   HostMetadata host = host_metadata(batch, config_, block_size, (positions + block_size - 1) / block_size);
-  pad_uniform(host, per_seq, bucket);
+  pad_sequences(host, per_seq, bucket, every_token);
   host.max_position = positions - 1;  // an upper bound is all the attention launch needs
+  ++counts_.padded;
+  const auto num_rows = std::ssize(batch.logit_indices);
 
   DecodeGraphs& cache = *graphs_;
   if (cache.logits.empty()) cache.logits = b.alloc(DType::kF32, Shape{kMaxGraphBatch, config_.vocab_size});
   const Tensor logits = cache.logits.slice_rows(0, bucket * per_seq);
-  const auto key = std::make_tuple(bucket, per_seq, positions);
+  const auto key = std::make_tuple(bucket, per_seq, positions, every_token);
   // The device's ids over the first tokens of the padded batch (the padding keeps its placeholder ids).
   const auto take_ids = [&](const StepMetadata& meta) {
     if (token_ids != nullptr) b.copy(meta.token_ids.slice_rows(0, num_tokens), token_ids->reshape(Shape{num_tokens}));
@@ -312,7 +369,7 @@ Tensor Cohere2Model::forward_graph(const ForwardBatch& batch, int64_t per_seq, s
     take_ids(it->second.meta);
     it->second.graph->replay();
     ++counts_.replayed;
-    return logits.slice_rows(0, num_tokens);
+    return logits.slice_rows(0, num_rows);
   }
   StepMetadata meta = upload_metadata(host, b, block_size);
   take_ids(meta);
@@ -324,7 +381,7 @@ Tensor Cohere2Model::forward_graph(const ForwardBatch& batch, int64_t per_seq, s
   } else {
     cache.unsupported = true;
   }
-  return logits.slice_rows(0, num_tokens);
+  return logits.slice_rows(0, num_rows);
 }
 
 void Cohere2Model::run_layers(const StepMetadata& meta, std::vector<KvStorage>& kv, Tensor logits) const {

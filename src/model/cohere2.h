@@ -52,15 +52,17 @@ class Cohere2Model {
   // Whether forward() may record and replay decode steps (default: yes; off is vLLM's --enforce-eager).
   void set_graphs_enabled(bool enabled) { graphs_enabled_ = enabled; }
   // Steps forward() has run so far: replayed from a recorded graph, and recorded (each after an eager run of
-  // the same step); the others ran eagerly. Counted on the calling thread (the engine's loop).
+  // the same step); the others ran eagerly. `padded`: the steps laid out for a graph (replayed, recorded, or
+  // the eager run before a recording a backend refused). Counted on the calling thread (the engine's loop).
   struct GraphCounts {
-    int64_t steps = 0, replayed = 0, recorded = 0;
+    int64_t steps = 0, replayed = 0, recorded = 0, padded = 0;
   };
   GraphCounts graph_counts() const { return counts_; }
 
  private:
-  // A batch of sequences that bring per_seq tokens each (forward()'s graph condition).
-  Tensor forward_graph(const ForwardBatch& batch, int64_t per_seq, std::vector<KvStorage>& kv,
+  // A batch of sequences that bring at most per_seq tokens each (forward()'s graph condition); every_token: as
+  // many each, every token a logit row.
+  Tensor forward_graph(const ForwardBatch& batch, int64_t per_seq, bool every_token, std::vector<KvStorage>& kv,
                        const Tensor* token_ids) const;
   // The layers, the final norm and the logits of meta.logit_rows into `logits` [R, vocab] f32.
   void run_layers(const StepMetadata& meta, std::vector<KvStorage>& kv, Tensor logits) const;

@@ -31,8 +31,10 @@ struct Runner {
   static constexpr int64_t kBlockSize = 16;
   static constexpr int32_t kBlocks = 1024;
 
-  // One step: `tokens[i]` new tokens for sequence `which[i]`; returns the f32 logits of every new token.
-  std::vector<float> step(const std::vector<int>& which, const std::vector<std::vector<int32_t>>& tokens) {
+  // One step: `tokens[i]` new tokens for sequence `which[i]`; returns the f32 logits of every new token (of each
+  // sequence's last one with `last_only`).
+  std::vector<float> step(const std::vector<int>& which, const std::vector<std::vector<int32_t>>& tokens,
+                          bool last_only = false) {
     ForwardBatch batch;
     for (size_t i = 0; i < which.size(); ++i) {
       SequenceKv& seq = seqs[static_cast<size_t>(which[i])];
@@ -42,9 +44,9 @@ struct Runner {
       ForwardSequence fs{start, n, {}};
       for (const std::vector<int32_t>& table : seq.block_tables) fs.block_tables.emplace_back(table);
       batch.seqs.push_back(std::move(fs));
-      for (int32_t id : tokens[i]) {
-        batch.logit_indices.push_back(static_cast<int32_t>(batch.token_ids.size()));
-        batch.token_ids.push_back(id);
+      for (size_t t = 0; t < tokens[i].size(); ++t) {
+        if (!last_only || t + 1 == tokens[i].size()) batch.logit_indices.push_back(static_cast<int32_t>(batch.token_ids.size()));
+        batch.token_ids.push_back(tokens[i][t]);
       }
     }
     const Tensor logits = model.forward(batch, kv);
@@ -100,9 +102,10 @@ TEST(CudaGraphs, ReplayedDecodeStepsMatchEagerSteps) {
   EXPECT_GT(graph.seqs[2].num_computed(), 256);
 }
 
-// Verify steps: 1 + k tokens per sequence, the same k for every sequence of a step (replayed from graphs, the
-// batch padded to a power of two of sequences) or differing (op by op in both runners), one sequence crossing
-// the 256-position bucket; the steps after each read the K/V it stored, so a stale input or a row taken from
+// Verify steps: 1 + k tokens per sequence, the same k for every sequence of a step or differing (replayed from
+// graphs, every sequence padded to the step's most tokens and the batch to a power of two of sequences; where
+// that would more than double the tokens, op by op), one sequence crossing the 256-position bucket; then
+// steps with the logits of each sequence's last token only (a graph that gathers its rows first); the steps after each read the K/V it stored, so a stale input or a row taken from
 // the wrong place would show (a relative error of order 1). Both runners are also held to the CPU backend's
 // f32 (or FP8) logits of the same steps. With FP8 weights the padded token count runs other matmul kernels,
 // whose f32 sums differ in the last bits, and per-token E4M3 activations turn such differences into other
@@ -122,9 +125,11 @@ TEST(CudaGraphs, ReplayedVerifyStepsMatchEagerSteps) {
       ASSERT_LT(test::rel_err(graph.step({s}, {prompt}), e), 1e-6);
       cpu.step({s}, {prompt});
     }
-    // Tokens per sequence of each step (0: not in the step).
+    // Tokens per sequence of each step (0: not in the step); from step 10 on, the last token's logits only.
     const std::vector<std::vector<int64_t>> steps = {{5, 5, 5}, {3, 5, 1}, {1, 1, 1}, {5, 2, 4}, {0, 8, 3},
-                                                     {5, 5, 5}, {1, 1, 1}, {2, 0, 7}, {4, 4, 4}, {1, 1, 1}};
+                                                     {5, 5, 5}, {1, 1, 1}, {2, 0, 7}, {4, 4, 4}, {1, 1, 1},
+                                                     {3, 3, 3}, {4, 0, 2}, {2, 1, 1}, {3, 3, 3}, {0, 6, 0}};
+    constexpr size_t kLastOnly = 10;
     for (size_t k = 0; k < steps.size(); ++k) {
       std::vector<int> which;
       std::vector<std::vector<int32_t>> tokens;
@@ -134,7 +139,9 @@ TEST(CudaGraphs, ReplayedVerifyStepsMatchEagerSteps) {
         which.push_back(s);
         tokens.push_back(ids(n, static_cast<int32_t>(100 * k + static_cast<size_t>(s)), vocab));
       }
-      const std::vector<float> a = graph.step(which, tokens), b = eager.step(which, tokens), c = cpu.step(which, tokens);
+      const bool last = k >= kLastOnly;
+      const std::vector<float> a = graph.step(which, tokens, last), b = eager.step(which, tokens, last),
+                               c = cpu.step(which, tokens, last);
       ASSERT_EQ(a.size(), b.size());
       ASSERT_EQ(a.size(), c.size());
       const double graph_cpu = test::rel_err(a, c), eager_cpu = test::rel_err(b, c);
@@ -154,6 +161,10 @@ TEST(CudaGraphs, ReplayedVerifyStepsMatchEagerSteps) {
       }
     }
     EXPECT_GT(graph.seqs[2].num_computed(), 256);
+    // Every step but {3, 5, 1} (4 x 5 padded tokens for 9) replayed or recorded a graph.
+    const Cohere2Model::GraphCounts counts = graph.model.graph_counts();
+    EXPECT_EQ(counts.padded, static_cast<int64_t>(steps.size()) - 1);
+    EXPECT_EQ(counts.replayed + counts.recorded, counts.padded);
   }
 }
 
