@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <memory>
 
+#include "../step_runner.h"
 #include "../test_util.h"
 #include "backend/cpu/cpu_backend.h"
 #include "gpu_test_util.h"
@@ -17,66 +18,21 @@
 namespace tide {
 namespace {
 
-// A model on its own backend with its own KV cache, stepped by hand.
-struct Runner {
-  explicit Runner(bool graphs, bool fp8 = false, bool cpu = false)
-      : backend(cpu ? std::unique_ptr<Backend>(std::make_unique<CpuBackend>()) : std::make_unique<CudaBackend>()),
-        model(Cohere2Model::load(test::fixture("cohere2-tiny-hd128"), *backend, WeightLoadOptions{fp8, {}})),
-        manager(kBlockSize, model.config().group_windows(), KvArenaSpec{kBlocks, 0}, /*enable_prefix_caching=*/false),
-        kv(model.allocate_kv(kBlockSize, kBlocks)) {
-    model.set_graphs_enabled(graphs);
-    seqs.resize(3);
-  }
-
-  static constexpr int64_t kBlockSize = 16;
-  static constexpr int32_t kBlocks = 1024;
-
-  // One step: `tokens[i]` new tokens for sequence `which[i]`; returns the f32 logits of every new token (of each
-  // sequence's last one with `last_only`).
-  std::vector<float> step(const std::vector<int>& which, const std::vector<std::vector<int32_t>>& tokens,
-                          bool last_only = false) {
-    ForwardBatch batch;
-    for (size_t i = 0; i < which.size(); ++i) {
-      SequenceKv& seq = seqs[static_cast<size_t>(which[i])];
-      const auto n = std::ssize(tokens[i]);
-      const int64_t start = seq.num_computed();
-      manager.append(seq, n);
-      ForwardSequence fs{start, n, {}};
-      for (const std::vector<int32_t>& table : seq.block_tables) fs.block_tables.emplace_back(table);
-      batch.seqs.push_back(std::move(fs));
-      for (size_t t = 0; t < tokens[i].size(); ++t) {
-        if (!last_only || t + 1 == tokens[i].size()) batch.logit_indices.push_back(static_cast<int32_t>(batch.token_ids.size()));
-        batch.token_ids.push_back(tokens[i][t]);
-      }
-    }
-    const Tensor logits = model.forward(batch, kv);
-    std::vector<float> out = test::to_f32(*backend, logits);
-    for (size_t i = 0; i < which.size(); ++i) manager.commit(seqs[static_cast<size_t>(which[i])], tokens[i]);
-    return out;
-  }
-
-  std::unique_ptr<Backend> backend;
-  Cohere2Model model;
-  KvCacheManager manager;
-  std::vector<KvStorage> kv;
-  std::vector<SequenceKv> seqs;
-};
-
-std::vector<int32_t> ids(int64_t n, int32_t seed, int32_t vocab) {
-  std::vector<int32_t> v;
-  for (int64_t i = 0; i < n; ++i) v.push_back(static_cast<int32_t>((seed * 7919 + i * 104729) % vocab));
-  return v;
+// The fixture with head_dim 128 on the GPU (or the CPU), three sequences.
+test::StepRunner runner(bool graphs, bool fp8 = false, bool cpu = false) {
+  return test::StepRunner(cpu ? std::unique_ptr<Backend>(std::make_unique<CpuBackend>()) : std::make_unique<CudaBackend>(),
+                          "cohere2-tiny-hd128", graphs, 3, WeightLoadOptions{fp8, {}});
 }
 
 TEST(CudaGraphs, ReplayedDecodeStepsMatchEagerSteps) {
   TIDE_REQUIRE_GPU();
-  Runner graph(true), eager(false);
+  test::StepRunner graph = runner(true), eager = runner(false);
   const int32_t vocab = static_cast<int32_t>(graph.model.config().vocab_size);
   // Prompts of 12, 40 and 250 tokens (more than a verify step's 8: eager): the last sequence crosses the
   // 256-position bucket while decoding.
   const std::vector<int64_t> prompt_lengths = {12, 40, 250};
   for (int s = 0; s < 3; ++s) {
-    const auto prompt = ids(prompt_lengths[static_cast<size_t>(s)], s + 1, vocab);
+    const auto prompt = test::spread_ids(prompt_lengths[static_cast<size_t>(s)], s + 1, vocab);
     const auto a = graph.step({s}, {prompt}), b = eager.step({s}, {prompt});
     ASSERT_LT(test::rel_err(a, b), 1e-6) << "prefill is eager in both";
   }
@@ -85,7 +41,7 @@ TEST(CudaGraphs, ReplayedDecodeStepsMatchEagerSteps) {
                                                {0, 1, 2}, {0, 1, 2}, {1, 2}, {0, 1, 2}};
   for (size_t k = 0; k < steps.size(); ++k) {
     std::vector<std::vector<int32_t>> tokens;
-    for (int s : steps[k]) tokens.push_back(ids(1, static_cast<int32_t>(100 * k + static_cast<size_t>(s)), vocab));
+    for (int s : steps[k]) tokens.push_back(test::spread_ids(1, static_cast<int32_t>(100 * k + static_cast<size_t>(s)), vocab));
     const std::vector<float> a = graph.step(steps[k], tokens), b = eager.step(steps[k], tokens);
     ASSERT_EQ(a.size(), b.size());
     // The same math; padding rows and the attention split count may round differently in bf16. A stale input
@@ -116,11 +72,11 @@ TEST(CudaGraphs, ReplayedVerifyStepsMatchEagerSteps) {
   TIDE_REQUIRE_GPU();
   for (bool fp8 : {false, true}) {
     SCOPED_TRACE(fp8 ? "FP8" : "bf16");
-    Runner graph(true, fp8), eager(false, fp8), cpu(false, fp8, true);
+    test::StepRunner graph = runner(true, fp8), eager = runner(false, fp8), cpu = runner(false, fp8, true);
     const int32_t vocab = static_cast<int32_t>(graph.model.config().vocab_size);
     const std::vector<int64_t> prompt_lengths = {30, 100, 240};
     for (int s = 0; s < 3; ++s) {
-      const auto prompt = ids(prompt_lengths[static_cast<size_t>(s)], s + 1, vocab);
+      const auto prompt = test::spread_ids(prompt_lengths[static_cast<size_t>(s)], s + 1, vocab);
       const std::vector<float> e = eager.step({s}, {prompt});
       ASSERT_LT(test::rel_err(graph.step({s}, {prompt}), e), 1e-6);
       cpu.step({s}, {prompt});
@@ -137,7 +93,7 @@ TEST(CudaGraphs, ReplayedVerifyStepsMatchEagerSteps) {
         const int64_t n = steps[k][static_cast<size_t>(s)];
         if (n == 0) continue;
         which.push_back(s);
-        tokens.push_back(ids(n, static_cast<int32_t>(100 * k + static_cast<size_t>(s)), vocab));
+        tokens.push_back(test::spread_ids(n, static_cast<int32_t>(100 * k + static_cast<size_t>(s)), vocab));
       }
       const bool last = k >= kLastOnly;
       const std::vector<float> a = graph.step(which, tokens, last), b = eager.step(which, tokens, last),
@@ -175,7 +131,7 @@ TEST(CudaGraphs, ReplayedVerifyStepsMatchEagerSteps) {
 TEST(CudaGraphs, ProgrammaticLaunchChangesNoBit) {
   TIDE_REQUIRE_GPU();
   for (bool fp8 : {true, false}) {
-    Runner with(true, fp8), without(true, fp8);
+    test::StepRunner with = runner(true, fp8), without = runner(true, fp8);
     const int32_t vocab = static_cast<int32_t>(with.model.config().vocab_size);
     auto step = [&](const std::vector<int>& which, const std::vector<std::vector<int32_t>>& tokens) {
       CudaBackend::set_programmatic_launch(true);
@@ -186,13 +142,13 @@ TEST(CudaGraphs, ProgrammaticLaunchChangesNoBit) {
       return std::make_pair(a, b);
     };
     for (int s = 0; s < 3; ++s) {
-      const auto [a, b] = step({s}, {ids(20 + 30 * s, s + 1, vocab)});
+      const auto [a, b] = step({s}, {test::spread_ids(20 + 30 * s, s + 1, vocab)});
       ASSERT_EQ(a, b) << "prefill of sequence " << s << (fp8 ? " (FP8)" : " (bf16)");
     }
     for (int k = 0; k < 12; ++k) {
       const std::vector<int> which = k % 3 == 2 ? std::vector<int>{2, 0} : std::vector<int>{0, 1, 2};
       std::vector<std::vector<int32_t>> tokens;
-      for (int s : which) tokens.push_back(ids(1, 100 * k + s, vocab));
+      for (int s : which) tokens.push_back(test::spread_ids(1, 100 * k + s, vocab));
       const auto [a, b] = step(which, tokens);
       ASSERT_EQ(a, b) << "decode step " << k << (fp8 ? " (FP8)" : " (bf16)");
     }
