@@ -157,8 +157,12 @@ int main(int argc, char** argv) {
   app.add_option("--fp8-variant", flags.options.fp8_variant,
                  "force this shape of the FP8 small-batch matmul (-1: chosen per matrix)");
   app.add_option("--fp8-wgmma-max-tokens", flags.options.fp8_wgmma_max_tokens,
-                 "decode: the most tokens an FP8 matmul runs on tide's wgmma kernel, 0 to 256 (-1: the default, 64)")
+                 "decode: FP8 matmuls of up to this many tokens run on tide's wgmma kernel, 0 to 256 (-1: the default's tile widths)")
       ->check(CLI::Range(-1, 256));
+  app.add_option("--bf16-small-max-tokens", flags.options.bf16_small_max_tokens,
+                 "decode: bf16 matmuls of up to this many tokens run on tide's small-batch kernel, 0 to 16 (-1: the "
+                 "default, 0: cuBLASLt)")
+      ->check(CLI::Range(-1, 16));
   app.add_flag("!--no-baselines", flags.options.baselines,
                "decode: leave out the no-PDL, no-overlap and cuBLASLt points");
   app.add_option("--batches", flags.options.decode_batches, "decode batch sizes")->delimiter(',');

@@ -239,8 +239,8 @@ TEST(CudaAttention, PrefillBothKernelsOnRaggedChunksWindowsAndGroups) {
   }
 }
 
-// A serving step: decodes and verify steps (1 to 8 tokens; five and eight tokens take two 4-token CTAs of the
-// decode kernel) around two prefill chunks, in batch order, long contexts so that the decodes' keys are split and
+// A serving step: decodes and verify steps (1 to 8 tokens; five take one CTA of the decode kernel, 20 rows in
+// three 8-row tiles, eight two CTAs of 6 and 2 tokens) around two prefill chunks, in batch order, long contexts so that the decodes' keys are split and
 // merged. The decode-first order sends the decodes to the decode kernel, the chunks to the prefill kernel.
 TEST(CudaAttention, MixedStepDecodesAndChunksOnTheirOwnKernels) {
   TIDE_REQUIRE_GPU();
@@ -319,19 +319,27 @@ TEST(CudaAttention, DecodePlanSplitsAndCtasPerSm) {
 // and the split outputs kept for those tiles' tokens only, not for every token of the step.
 TEST(CudaAttention, DecodeCtasAndSlotsWithAndWithoutASequenceList) {
   // 300 tokens of 40 sequences; R7B's group of 4: one token a CTA when the sequences bring one each.
-  EXPECT_EQ(cuda::mma_decode_ctas(300, 40, 4, 1), 300);
-  EXPECT_EQ(cuda::mma_decode_slot_tokens(300, 40, 4, 1), 300);
-  // Up to 5 tokens a sequence: 4 a CTA (16 rows / group 4), 2 tiles per sequence; slots stay by token.
-  EXPECT_EQ(cuda::mma_decode_ctas(300, 40, 4, 5), 80);
-  EXPECT_EQ(cuda::mma_decode_slot_tokens(300, 40, 4, 5), 300);
+  EXPECT_EQ(cuda::mma_decode_ctas(128, 300, 40, 4, 1), 300);
+  EXPECT_EQ(cuda::mma_decode_slot_tokens(128, 300, 40, 4, 1), 300);
+  // Up to 5 tokens a sequence (a verify step of 1 + 4): all 5 in one CTA (20 of its 24 rows); slots by token.
+  EXPECT_EQ(cuda::mma_decode_tokens_per_cta(128, 4, 5), 5);
+  EXPECT_EQ(cuda::mma_decode_ctas(128, 300, 40, 4, 5), 40);
+  EXPECT_EQ(cuda::mma_decode_slot_tokens(128, 300, 40, 4, 5), 300);
+  // Up to 8 tokens: 6 a CTA, 2 tiles per sequence; at head_dim 256 (16 rows) 4 a CTA.
+  EXPECT_EQ(cuda::mma_decode_ctas(128, 300, 40, 4, 8), 80);
+  EXPECT_EQ(cuda::mma_decode_tokens_per_cta(256, 4, 5), 4);
+  EXPECT_EQ(cuda::mma_decode_ctas(256, 300, 40, 4, 5), 80);
   // Listed: the 40 decodes of a step whose 300 tokens include prefill chunks.
-  EXPECT_EQ(cuda::mma_decode_ctas(300, 40, 4, 1, true), 40);
-  EXPECT_EQ(cuda::mma_decode_slot_tokens(300, 40, 4, 1, true), 40);
-  EXPECT_EQ(cuda::mma_decode_ctas(300, 40, 4, 5, true), 80);
-  EXPECT_EQ(cuda::mma_decode_slot_tokens(300, 40, 4, 5, true), 320);  // 2 tiles of 4 rows each
-  // Command A's group of 12: one token a CTA, so 3 tiles for 3 tokens.
-  EXPECT_EQ(cuda::mma_decode_ctas(300, 40, 12, 3, true), 120);
-  EXPECT_EQ(cuda::mma_decode_slot_tokens(300, 40, 12, 3, true), 120);
+  EXPECT_EQ(cuda::mma_decode_ctas(128, 300, 40, 4, 1, true), 40);
+  EXPECT_EQ(cuda::mma_decode_slot_tokens(128, 300, 40, 4, 1, true), 40);
+  EXPECT_EQ(cuda::mma_decode_ctas(128, 300, 40, 4, 8, true), 80);
+  EXPECT_EQ(cuda::mma_decode_slot_tokens(128, 300, 40, 4, 8, true), 480);  // 2 tiles of 6 tokens each
+  // Command A's group of 12: two tokens a CTA, so 2 tiles for 3 tokens; one token a CTA at head_dim 256.
+  EXPECT_EQ(cuda::mma_decode_ctas(128, 300, 40, 12, 3, true), 80);
+  EXPECT_EQ(cuda::mma_decode_slot_tokens(128, 300, 40, 12, 3, true), 160);
+  EXPECT_EQ(cuda::mma_decode_ctas(256, 300, 40, 12, 3, true), 120);
+  // A group of 16 (the kernel's most): one token a CTA.
+  EXPECT_EQ(cuda::mma_decode_tokens_per_cta(128, 16, 4), 1);
 }
 
 TEST(CudaAttention, DecodeLongContextManySplits) {
@@ -357,6 +365,22 @@ TEST(CudaAttention, DecodeNeverReadsKeysBeforeTheWindowEvenFromListedBlocks) {
 TEST(CudaAttention, DecodeHeadDim64MultiQuery) {
   TIDE_REQUIRE_GPU();
   run_case({{{1500, 1}, {3, 2}, {700, 1}}, 4, 0, {8, 1, 64}}, 24);
+}
+
+// Verify steps whose tokens fill a CTA's three 8-row tiles: 3 tokens x 8 heads (head_dim 64), 6 x 4 and 5 x 4
+// with a window and block size 5, and with an FP8 cache; each row masking its own keys.
+TEST(CudaAttention, DecodeThreeRowTilesPerCta) {
+  TIDE_REQUIRE_GPU();
+  run_case({{{1500, 3}, {3, 3}, {700, 2}}, 4, 0, {8, 1, 64}}, 27);
+  for (const bool fp8 : {false, true}) {
+    SCOPED_TRACE(fp8 ? "FP8 cache" : "bf16 cache");
+    Case c{{{2000, 6}, {500, 5}, {40, 6}, {7, 5}}, 5, 37, {16, 4, 128}};
+    c.fp8 = fp8;
+    run_case(c, 28);
+    Case long_context{{{6000, 5}, {3100, 6}}, 16, 0, {32, 8, 128}};
+    long_context.fp8 = fp8;
+    run_case(long_context, 29);
+  }
 }
 
 TEST(CudaAttention, DecodeHeadDim256WindowSmallerThanABlock) {

@@ -216,7 +216,7 @@ TEST_F(CudaFp8, WgmmaMatmulEveryElement) {
     for (int run = 0; run < 2; ++run) c.check(*gpu_, "wgmma");
   }
   gpu_->set_fp8_small_matmul_max_tokens(cuda::kFp8SmallMatmulMaxTokens);
-  gpu_->set_fp8_wgmma_matmul_max_tokens(cuda::kFp8WgmmaDispatchMaxTokens);
+  gpu_->set_fp8_wgmma_matmul_max_tokens(-1);
 }
 
 // The fused kernels against the same ops unfused on the GPU (Backend's default compositions: bit for bit,

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 #include <numeric>
+#include <random>
 
 #include "core/error.h"
 #include "gpu_test_util.h"
@@ -99,6 +100,76 @@ TEST_F(CudaOps, MatmulBf16AndF32Outputs) {
     Tensor g16 = gpu_->alloc(DType::kBF16, Shape{t, n});
     gpu_->matmul(g16, x.gpu, w.gpu, 0.25f);
     EXPECT_LT(test::rel_err(test::to_f32(*gpu_, g16), want), test::kBf16Rounding) << t << "x" << k << "x" << n;
+  }
+}
+
+// tide's small-batch bf16 kernel (up to 16 tokens, turned on here; fp8_small_matmul.cu's register-fed kernel) on every
+// element: small integers, so every product and sum is exact in f32 whatever the order, and any difference from
+// the CPU is a wrong row, token or step of K. Token counts at the kernel's 8-token tiles' edges, K with a last
+// 64-byte step only partly inside K (K = 40: 80 bytes), N not a multiple of the CTAs' rows; then K = 12 (not
+// a multiple of 8: cuBLASLt's) and 17 tokens (cuBLASLt's) through the same dispatch.
+TEST_F(CudaOps, SmallBatchBf16MatmulEveryElement) {
+  gpu_->set_bf16_small_matmul_max_tokens(cuda::kBf16SmallMatmulMaxTokens);
+  std::mt19937 rng(7);
+  auto integers = [&](int64_t count) {
+    std::vector<float> v(static_cast<size_t>(count));
+    for (float& f : v) f = static_cast<float>(static_cast<int>(rng() % 9) - 4);
+    return v;
+  };
+  struct Case { int64_t t, k, n; };
+  std::vector<Case> cases;
+  for (const int64_t t : {1, 2, 7, 8, 9, 15, 16}) cases.push_back({t, 1032, 200});
+  cases.push_back({3, 40, 1000});
+  cases.push_back({16, 8, 33});
+  cases.push_back({5, 4096, 6144});
+  cases.push_back({4, 12, 64});
+  cases.push_back({17, 1032, 200});
+  for (const Case& c : cases) {
+    const auto x = both(cpu_, *gpu_, integers(c.t * c.k), Shape{c.t, c.k});
+    const auto w = both(cpu_, *gpu_, integers(c.n * c.k), Shape{c.n, c.k});
+    Tensor oc = cpu_.alloc(DType::kF32, Shape{c.t, c.n});
+    cpu_.matmul(oc, x.cpu, w.cpu, 0.25f);
+    const std::vector<float> want = test::to_f32(cpu_, oc);
+    for (const DType out : {DType::kF32, DType::kBF16}) {
+      for (int run = 0; run < 2; ++run) {
+        Tensor og = gpu_->alloc(out, Shape{c.t, c.n});
+        gpu_->matmul(og, x.gpu, w.gpu, 0.25f);
+        const std::vector<float> got = test::to_f32(*gpu_, og);
+        int64_t wrong = 0;
+        for (size_t i = 0; i < want.size(); ++i) {
+          const float expect = out == DType::kF32 ? want[i] : bf16_to_f32(f32_to_bf16(want[i]));
+          if (got[i] != expect && wrong++ < 3) {
+            ADD_FAILURE() << "T=" << c.t << " K=" << c.k << " N=" << c.n << " " << dtype_name(out) << ": token "
+                          << static_cast<int64_t>(i) / c.n << " row " << static_cast<int64_t>(i) % c.n << " got "
+                          << got[i] << " want " << expect;
+          }
+        }
+        EXPECT_EQ(wrong, 0) << "T=" << c.t << " K=" << c.k << " N=" << c.n << " " << dtype_name(out);
+      }
+    }
+  }
+  gpu_->set_bf16_small_matmul_max_tokens(0);
+}
+
+// The same kernel's rounding on random values: within a few f32 roundings of the CPU's f32 sums, like cuBLASLt
+// (MatmulBf16AndF32Outputs), and as close to cuBLASLt's result.
+TEST_F(CudaOps, SmallBatchBf16MatmulMatchesCublas) {
+  for (const int64_t t : {1, 4, 16}) {
+    const int64_t k = 4096, n = 1536;
+    const auto x = both(cpu_, *gpu_, test::random_bf16_values(static_cast<size_t>(t * k), 21), Shape{t, k});
+    const auto w = both(cpu_, *gpu_, test::random_bf16_values(static_cast<size_t>(n * k), 22, 0.05f), Shape{n, k});
+    Tensor oc = cpu_.alloc(DType::kF32, Shape{t, n});
+    cpu_.matmul(oc, x.cpu, w.cpu, 1.0f);
+    const std::vector<float> want = test::to_f32(cpu_, oc);
+    Tensor tide_out = gpu_->alloc(DType::kF32, Shape{t, n}), cublas_out = gpu_->alloc(DType::kF32, Shape{t, n});
+    gpu_->set_bf16_small_matmul_max_tokens(cuda::kBf16SmallMatmulMaxTokens);
+    gpu_->matmul(tide_out, x.gpu, w.gpu, 1.0f);
+    gpu_->set_bf16_small_matmul_max_tokens(0);
+    gpu_->matmul(cublas_out, x.gpu, w.gpu, 1.0f);
+    const std::vector<float> tide_got = test::to_f32(*gpu_, tide_out), cublas_got = test::to_f32(*gpu_, cublas_out);
+    EXPECT_LT(test::rel_err(tide_got, want), 1e-5) << "T=" << t;
+    EXPECT_LT(test::rel_err(cublas_got, want), 1e-5) << "T=" << t;
+    EXPECT_LT(test::rel_err(tide_got, cublas_got), 1e-5) << "T=" << t;
   }
 }
 

@@ -103,9 +103,15 @@ class CudaBackend final : public Backend {
   // The most tokens matmul_fp8 gives the small-batch kernel (0: cuBLASLt always); for tests and benchmarks
   // comparing the two. Clamped to the kernel's limit.
   void set_fp8_small_matmul_max_tokens(int64_t t);
-  // The most tokens matmul_fp8 gives the wgmma kernel (fp8_wgmma_matmul.cu) when the small-batch kernel does
-  // not take them (default kFp8WgmmaDispatchMaxTokens; 0: cuBLASLt above the small-batch kernel's range);
-  // clamped to the kernel's limit.
+  // The most tokens matmul gives tide's small-batch bf16 kernel (fp8_small_matmul.cu's register-fed kernel on
+  // bf16), clamped to its limit of kBf16SmallMatmulMaxTokens; 0, the default: cuBLASLt for every bf16 matmul.
+  // It is off by default: it is faster on small matrices (the demo model's draft step 29 against 40 us, H200)
+  // but slower on R7B's (decode B=1 4.75 against 4.36 ms), and with it on two greedy-ids tests of the GPU suite
+  // part from their references (docs/perf-log/2026-12.md).
+  void set_bf16_small_matmul_max_tokens(int64_t t);
+  // Which token counts matmul_fp8 gives the wgmma kernel (fp8_wgmma_matmul.cu) when the small-batch kernel
+  // does not take them: negative, the default, those of cuda::fp8_wgmma_preferred; T >= 0, every count up to T
+  // (0: cuBLASLt above the small-batch kernel's range), clamped to the kernel's limit.
   void set_fp8_wgmma_matmul_max_tokens(int64_t t);
   // Forces the small-batch kernel's shape `variant` (tests, benchmarks; -1: kernel and shape chosen per matrix,
   // the default; -2: the register-fed kernel for every matrix, its shape chosen per matrix; kernels.h,
@@ -157,7 +163,8 @@ class CudaBackend final : public Backend {
   int device_ = 0;
   int num_sms_ = 1;
   int64_t fp8_small_max_tokens_;
-  int64_t fp8_wgmma_max_tokens_ = cuda::kFp8WgmmaDispatchMaxTokens;
+  int64_t bf16_small_max_tokens_ = 0;
+  int64_t fp8_wgmma_max_tokens_ = -1;  // negative: cuda::fp8_wgmma_preferred
   int fp8_small_variant_ = -1;
   cuda::PrefillAttentionKernel prefill_kernel_ = cuda::PrefillAttentionKernel::kAuto;
   int decode_ctas_per_sm_ = 0;

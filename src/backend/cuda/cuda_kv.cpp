@@ -109,10 +109,12 @@ void CudaBackend::attention(Tensor out, const Tensor& qkv, const KvStorage& kv, 
     const bool decode_ok = cuda::mma_decode_supports(shape.head_dim, group);
     const auto decode = [&](cuda::PagedAttentionParams dp, int64_t max_seq_tokens) {
       const bool listed = dp.seq_list != nullptr;
-      const int64_t ctas = cuda::mma_decode_ctas(dp.num_tokens, dp.num_seqs, group, max_seq_tokens, listed);
+      const int64_t ctas =
+          cuda::mma_decode_ctas(shape.head_dim, dp.num_tokens, dp.num_seqs, group, max_seq_tokens, listed);
       const cuda::DecodePlan plan = cuda::mma_decode_plan(ctas, dp.num_heads_kv, max_keys, num_sms_, shape.head_dim,
                                                           group, max_seq_tokens, decode_ctas_per_sm_);
-      const int64_t slot_tokens = cuda::mma_decode_slot_tokens(dp.num_tokens, dp.num_seqs, group, max_seq_tokens, listed);
+      const int64_t slot_tokens =
+          cuda::mma_decode_slot_tokens(shape.head_dim, dp.num_tokens, dp.num_seqs, group, max_seq_tokens, listed);
       const int64_t slots = plan.splits > 1 ? slot_tokens * dp.num_heads * plan.splits : 1;
       // Every slot is written before the merge reads it (an empty split writes its (max, sum) as (-inf, 0)):
       // no memset in front of the kernel.

@@ -1,7 +1,8 @@
 // CudaBackend::matmul and matmul_fp8: bf16 (or E4M3 with row / token scales) inputs, f32 accumulation, bf16 or
-// f32 output. FP8 up to 16 tokens runs tide's small-batch kernels, up to 64 its wgmma kernel (kernels.h), the
-// rest (and every bf16 matmul) cuBLASLt. The descriptors and the algorithm (cuBLASLt's heuristic pick) are made
-// once per shape and kept: creating them costs more host time than a decode-sized GEMM takes on the GPU.
+// f32 output. FP8 up to 16 tokens runs tide's small-batch kernels (fp8_small_matmul.cu; bf16 too where a
+// benchmark or test turns it on: set_bf16_small_matmul_max_tokens); FP8 of 17-160 tokens its wgmma kernel at the tile widths where that is faster (cuda::fp8_wgmma_preferred); the rest
+// cuBLASLt. cuBLASLt's descriptors and algorithm (its heuristic pick) are made once per shape and kept:
+// creating them costs more host time than a decode-sized GEMM takes on the GPU.
 #include <algorithm>
 #include <cstdint>
 #include <tuple>
@@ -84,7 +85,8 @@ void CudaBackend::matmul_fp8(Tensor out, const Tensor& x8, const Tensor& x_scale
     cuda::launch_fp8_small_matmul(p, num_sms_, stream_);
     return;
   }
-  if (t <= fp8_wgmma_max_tokens_ && cuda::fp8_wgmma_matmul_supports(t, k, n) &&
+  const bool wgmma = fp8_wgmma_max_tokens_ < 0 ? cuda::fp8_wgmma_preferred(t) : t <= fp8_wgmma_max_tokens_;
+  if (wgmma && cuda::fp8_wgmma_matmul_supports(t, k, n) &&
       cuda::launch_fp8_wgmma_matmul(p, num_sms_, stream_)) {
     return;
   }
@@ -102,8 +104,12 @@ void CudaBackend::set_fp8_small_matmul_max_tokens(int64_t t) {
   fp8_small_max_tokens_ = std::clamp<int64_t>(t, 0, cuda::kFp8SmallMatmulMaxTokens);
 }
 
+void CudaBackend::set_bf16_small_matmul_max_tokens(int64_t t) {
+  bf16_small_max_tokens_ = std::clamp<int64_t>(t, 0, cuda::kBf16SmallMatmulMaxTokens);
+}
+
 void CudaBackend::set_fp8_wgmma_matmul_max_tokens(int64_t t) {
-  fp8_wgmma_max_tokens_ = std::clamp<int64_t>(t, 0, cuda::kFp8WgmmaMatmulMaxTokens);
+  fp8_wgmma_max_tokens_ = t < 0 ? -1 : std::min(t, cuda::kFp8WgmmaMatmulMaxTokens);
 }
 
 int CudaBackend::set_fp8_small_matmul_variant(int variant) {
@@ -120,6 +126,14 @@ void CudaBackend::matmul(Tensor out, const Tensor& x, const Tensor& w, float alp
   if (x.dtype != DType::kBF16 || w.dtype != DType::kBF16) fail("cuda backend: matmul inputs must be BF16");
   if (out.dtype != DType::kBF16 && out.dtype != DType::kF32) fail("cuda backend: matmul output must be BF16 or F32");
   if (t == 0) return;
+  if (t <= bf16_small_max_tokens_ && cuda::bf16_small_matmul_supports(t, k, n) && aligned16(x.data) &&
+      aligned16(w.data)) {
+    cuda::launch_bf16_small_matmul(cuda::Bf16SmallMatmul{out.data, out.dtype == DType::kF32,
+                                                         static_cast<const cuda::bf16*>(x.data),
+                                                         static_cast<const cuda::bf16*>(w.data), alpha, t, k, n},
+                                   num_sms_, stream_);
+    return;
+  }
   const MatmulPlan& plan = matmul_plan(t, k, n, out.dtype == DType::kF32 ? CUDA_R_32F : CUDA_R_16BF, /*fp8=*/false);
   const float beta = 0.0f;
   TIDE_CUBLAS_CHECK(cublasLtMatmul(lt_, plan.op, &alpha, w.data, plan.a, x.data, plan.b, &beta, out.data, plan.d,

@@ -5,9 +5,9 @@
 // of 64 keys. The keys are the mma's M and the group's query heads its N, in tiles of 8 (S^T = K Q^T,
 // O^T = V^T P^T): a decode's group of 4 fills half of an 8-wide N (a 16-row M would be a quarter full), the
 // output needs half the registers, and the queries sit in registers for the whole kernel. Where sequences
-// bring several new tokens (a speculative verify step) and the group is small, a CTA serves up to 16 / group
-// consecutive tokens of one sequence (rows token-major, two N tiles), so their K/V are read once for all of
-// them; each row masks the keys past its own position and before its own window. Each of the 4 warps copies
+// bring several new tokens (a speculative verify step) and the group is small, a CTA serves up to 24 / group
+// consecutive tokens of one sequence (rows token-major, up to three N tiles; 16 / group at head_dim 256), so
+// their K/V are read once for all of them; each row masks the keys past its own position and before its own window. Each of the 4 warps copies
 // its own 16 keys of every tile (cp.async, kStages deep, so enough bytes are in flight to keep HBM busy) and
 // scores and accumulates them with its own online softmax, on a pipeline of its own (no CTA barrier per tile);
 // the warps' states merge in shared memory at the end. With one split the CTA writes the output; otherwise it
@@ -29,7 +29,7 @@ namespace tide::cuda::mma {
 // stage: its CTAs then fit beside the other stream's matmul CTAs.
 // kFp8: an FP8 cache, staged raw (Fp8KvStage); the mma steps read the codes from the stage.
 // kN: query rows in tiles of 8 (the mma's N): 1 for up to 8 rows (a decode with a group of at most 8), 2 for up
-// to 16 (a group of 16, or several tokens of one sequence).
+// to 16 (a group of 16, or several tokens of one sequence), 3 for up to 24 (several tokens; head_dim <= 128).
 // kCtas: the CTAs per SM the launch bounds give registers for (mma_decode_plan's ctas_per_sm).
 template <int D, int kS, bool kFp8, int kN, int kCtas>
 struct DecodeConfig {
@@ -49,6 +49,7 @@ struct DecodeConfig {
   static constexpr int kMergeBytes = kWarps * kRows * (D + 2) * 4;
   static constexpr size_t kSmemBytes = static_cast<size_t>(kStagedBytes > kMergeBytes ? kStagedBytes : kMergeBytes);
   static_assert(kCtas == 2 || (kCtas == 3 && kN == 1 && D <= 128), "three CTAs per SM: one row tile, D <= 128");
+  static_assert(kN <= 2 || D <= 128, "three row tiles: D <= 128 (registers)");
   // (At head_dim 256 two stages of 64 KB leave room for one CTA per SM: the plan's two make two waves.)
   static_assert(D > 128 || kCtas * (kSmemBytes + 1024) <= 228 * 1024, "kCtas CTAs fit an SM's shared memory");
 };
@@ -444,29 +445,33 @@ void launch_decode(const PagedAttentionParams& p, int64_t max_keys, int64_t max_
                    float* part_ml, const DecodePlan& plan, cudaStream_t stream) {
   if (p.num_tokens == 0) return;
   const int group = static_cast<int>(p.num_heads / p.num_heads_kv);
-  const int per_cta = mma_decode_tokens_per_cta(group, max_seq_tokens);
+  const int per_cta = mma_decode_tokens_per_cta(D, group, max_seq_tokens);
   const int tiles = static_cast<int>((max_seq_tokens + per_cta - 1) / per_cta);
   const int num_splits = plan.splits;
   const bool listed = p.seq_list != nullptr;
   const DecodeParams dp{p, part_out, part_ml, num_splits, group, p.scale * kLog2e, per_cta, tiles,
                         listed ? tiles * per_cta : 0};
-  const int64_t ctas = mma_decode_ctas(p.num_tokens, p.num_seqs, group, max_seq_tokens, listed);
+  const int64_t ctas = mma_decode_ctas(D, p.num_tokens, p.num_seqs, group, max_seq_tokens, listed);
   const dim3 grid(static_cast<unsigned>(ctas), static_cast<unsigned>(p.num_heads_kv),
                   static_cast<unsigned>(num_splits));
   // A split covers at most this many tiles (the kernel rounds each split up to whole tiles).
   constexpr int64_t kKeys = DecodeConfig<D, 1, false, 1, 2>::kKeys;
   const int64_t split_tiles = ((max_keys + num_splits - 1) / num_splits + kKeys - 1) / kKeys;
   const bool fp8 = p.cache8 != nullptr, one_stage = split_tiles <= 1;
-  if (per_cta * group <= 8) {
+  const int rows = per_cta * group;
+  if (rows <= 8) {
     fp8 ? launch_decode_variant<D, true, 1>(dp, grid, one_stage, plan.ctas_per_sm, stream)
         : launch_decode_variant<D, false, 1>(dp, grid, one_stage, plan.ctas_per_sm, stream);
-  } else {
+  } else if (rows <= 16) {
     fp8 ? launch_decode_variant<D, true, 2>(dp, grid, one_stage, plan.ctas_per_sm, stream)
         : launch_decode_variant<D, false, 2>(dp, grid, one_stage, plan.ctas_per_sm, stream);
+  } else if constexpr (D <= 128) {
+    fp8 ? launch_decode_variant<D, true, 3>(dp, grid, one_stage, plan.ctas_per_sm, stream)
+        : launch_decode_variant<D, false, 3>(dp, grid, one_stage, plan.ctas_per_sm, stream);
   }
   if (num_splits > 1) {
     TIDE_CHECK(num_splits <= kMergeThreads && num_splits <= 128);  // merge_splits_kernel's bounds
-    const dim3 merge_grid(static_cast<unsigned>(mma_decode_slot_tokens(p.num_tokens, p.num_seqs, group, max_seq_tokens, listed)),
+    const dim3 merge_grid(static_cast<unsigned>(mma_decode_slot_tokens(D, p.num_tokens, p.num_seqs, group, max_seq_tokens, listed)),
                           static_cast<unsigned>(p.num_heads));
     launch_kernel(merge_splits_kernel, merge_grid, kMergeThreads, 0, stream, dp);
   }

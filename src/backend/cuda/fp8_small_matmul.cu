@@ -10,6 +10,12 @@
 // same way for A (weights) and B (tokens), which a dot product does not see. Each step's two products start
 // from zero and are added to f32 accumulators (the tensor core's own accumulation is not full f32 on Hopper's
 // FP8 path); the warps' partial sums meet in shared memory and the scales are applied once per output.
+//
+// The same kernel serves bf16 weights and tokens without scales (launch_bf16_small_matmul): 64 bytes of K are
+// then 32 values, and the two m16n8k16 bf16 instructions take their fragments from the same registers (a
+// lane's 16 bytes of a row: values 0-3 the first product's K, 4-7 the second's). On small matrices (a draft
+// model's, the bundled demo's) it is faster than cuBLASLt's kernels, whose fixed cost per launch is most of
+// theirs; the engine does not dispatch it yet (CudaBackend::set_bf16_small_matmul_max_tokens says why).
 #include <cuda_bf16.h>
 
 #include <array>
@@ -34,9 +40,19 @@ __device__ __forceinline__ uint4 load_weight(const uint8_t* p) {
   return v;
 }
 
+// d = a . b (m16n8k16, bf16 inputs, f32 result) from zero; the registers as mma_e4m3's.
+__device__ __forceinline__ void mma_bf16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                         uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%10, %10, %10, %10};"
+      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "f"(0.0f));
+}
+
 // kMTiles: 16-row weight tiles per CTA; kNTiles: 8-token tiles (T <= 8 kNTiles); kU: 64-byte steps of K in
-// flight per warp.
-template <int kMTiles, int kNTiles, int kU, typename Out>
+// flight per warp. kBf16: x8 and w8 hold bf16 values, k counts bytes (2 per value), and there are no scales.
+template <int kMTiles, int kNTiles, int kU, typename Out, bool kBf16 = false>
 __global__ void __launch_bounds__(kWarps * 32)
     fp8_small_matmul_kernel(Out* __restrict__ out, const uint8_t* __restrict__ x8, const float* __restrict__ x_scales,
                             const uint8_t* __restrict__ w8, const float* __restrict__ w_scales, float alpha,
@@ -98,8 +114,13 @@ __global__ void __launch_bounds__(kWarps * 32)
           const uint4& lo = w[u][m][0];
           const uint4& hi = w[u][m][1];
           float d0[4], d1[4];
-          mma_e4m3(d0, lo.x, hi.x, lo.y, hi.y, x[u][j].x, x[u][j].y);
-          mma_e4m3(d1, lo.z, hi.z, lo.w, hi.w, x[u][j].z, x[u][j].w);
+          if constexpr (kBf16) {
+            mma_bf16(d0, lo.x, hi.x, lo.y, hi.y, x[u][j].x, x[u][j].y);
+            mma_bf16(d1, lo.z, hi.z, lo.w, hi.w, x[u][j].z, x[u][j].w);
+          } else {
+            mma_e4m3(d0, lo.x, hi.x, lo.y, hi.y, x[u][j].x, x[u][j].y);
+            mma_e4m3(d1, lo.z, hi.z, lo.w, hi.w, x[u][j].z, x[u][j].w);
+          }
 #pragma unroll
           for (int i = 0; i < 4; ++i) acc[m][j][i] += d0[i] + d1[i];
         }
@@ -124,15 +145,17 @@ __global__ void __launch_bounds__(kWarps * 32)
     float sum = 0.0f;
 #pragma unroll
     for (int v = 0; v < kWarps; ++v) sum += partial[v][r][token];
-    out[static_cast<int64_t>(token) * n + row] = to_out<Out>(alpha * x_scales[token] * w_scales[row] * sum);
+    const float scale = kBf16 ? alpha : alpha * x_scales[token] * w_scales[row];
+    out[static_cast<int64_t>(token) * n + row] = to_out<Out>(scale * sum);
   }
 }
 
-template <int kMTiles, int kNTiles, int kU, typename Out>
+// p.k counts bytes of a row: K values of FP8, 2 K of bf16.
+template <int kMTiles, int kNTiles, int kU, typename Out, bool kBf16>
 void launch(Out* out, const Fp8SmallMatmul& p, cudaStream_t stream) {
   const int64_t rows_per_cta = 16 * kMTiles;
   const auto grid = static_cast<unsigned>((p.n + rows_per_cta - 1) / rows_per_cta);
-  launch_kernel(fp8_small_matmul_kernel<kMTiles, kNTiles, kU, Out>, grid, kWarps * 32, 0, stream,
+  launch_kernel(fp8_small_matmul_kernel<kMTiles, kNTiles, kU, Out, kBf16>, grid, kWarps * 32, 0, stream,
       out, p.x8, p.x_scales, p.w8, p.w_scales, p.alpha, static_cast<int>(p.num_tokens), static_cast<int>(p.k),
       static_cast<int>(p.n));
 }
@@ -147,16 +170,17 @@ struct Shape {
 constexpr Shape kShapes[] = {{1, 1, 4}, {1, 1, 8}, {2, 1, 4}, {1, 2, 4}, {2, 2, 4}};
 constexpr int kNumShapes = sizeof(kShapes) / sizeof(kShapes[0]);
 
-template <typename Out, int... kShape>
+template <typename Out, bool kBf16, int... kShape>
 void launch_shape(int shape, Out* out, const Fp8SmallMatmul& p, cudaStream_t stream,
                   std::integer_sequence<int, kShape...>) {
-  ((shape == kShape ? launch<kShapes[kShape].m_tiles, kShapes[kShape].n_tiles, kShapes[kShape].unroll>(out, p, stream)
-                    : void()),
+  ((shape == kShape
+        ? launch<kShapes[kShape].m_tiles, kShapes[kShape].n_tiles, kShapes[kShape].unroll, Out, kBf16>(out, p, stream)
+        : void()),
    ...);
 }
 
 // Resident CTAs per SM of each shape (from the compiled kernels' registers), asked once per process.
-template <typename Out, int... kShape>
+template <typename Out, bool kBf16, int... kShape>
 std::array<int, kNumShapes> occupancies(std::integer_sequence<int, kShape...>) {
   std::array<int, kNumShapes> o{};
   auto ask = [&](int i, const void* kernel) {
@@ -164,14 +188,15 @@ std::array<int, kNumShapes> occupancies(std::integer_sequence<int, kShape...>) {
   };
   (ask(kShape, reinterpret_cast<const void*>(fp8_small_matmul_kernel<kShapes[kShape].m_tiles,
                                                                     kShapes[kShape].n_tiles, kShapes[kShape].unroll,
-                                                                    Out>)),
+                                                                    Out, kBf16>)),
    ...);
   return o;
 }
 
-template <typename Out>
+template <typename Out, bool kBf16>
 int ctas_per_sm(int shape) {
-  static const std::array<int, kNumShapes> occupancy = occupancies<Out>(std::make_integer_sequence<int, kNumShapes>());
+  static const std::array<int, kNumShapes> occupancy =
+      occupancies<Out, kBf16>(std::make_integer_sequence<int, kNumShapes>());
   return occupancy[static_cast<size_t>(shape)];
 }
 
@@ -183,7 +208,7 @@ bool shape_fits(int shape, int64_t num_tokens) {
 // The shape whose grid fills its waves best: CTAs of one weight-row tile each, resident `ctas_per_sm` at a
 // time per SM; a last wave that is mostly empty leaves SMs without loads in flight (R7B's gate_up at one
 // token: 2.3 waves of 32-row CTAs, the last mostly empty). Ties go to more steps in flight.
-template <typename Out>
+template <typename Out, bool kBf16>
 int choose_shape(const Fp8SmallMatmul& p, int num_sms) {
   int best = -1;
   double best_fill = 0;
@@ -191,7 +216,7 @@ int choose_shape(const Fp8SmallMatmul& p, int num_sms) {
     if (!shape_fits(v, p.num_tokens)) continue;
     const int64_t rows = 16 * kShapes[v].m_tiles;
     const int64_t ctas = (p.n + rows - 1) / rows;
-    const int64_t slots = static_cast<int64_t>(ctas_per_sm<Out>(v)) * num_sms;
+    const int64_t slots = static_cast<int64_t>(ctas_per_sm<Out, kBf16>(v)) * num_sms;
     const int64_t waves = (ctas + slots - 1) / slots;
     const double fill = static_cast<double>(ctas) / static_cast<double>(waves * slots);
     if (best < 0 || fill > best_fill + 0.02 ||
@@ -203,12 +228,12 @@ int choose_shape(const Fp8SmallMatmul& p, int num_sms) {
   return best;
 }
 
-template <typename Out>
+template <typename Out, bool kBf16 = false>
 void dispatch(Out* out, const Fp8SmallMatmul& p, int num_sms, cudaStream_t stream) {
   const int shape = p.variant >= 0 && p.variant < kNumShapes && shape_fits(p.variant, p.num_tokens)
                         ? p.variant
-                        : choose_shape<Out>(p, num_sms);
-  launch_shape(shape, out, p, stream, std::make_integer_sequence<int, kNumShapes>());
+                        : choose_shape<Out, kBf16>(p, num_sms);
+  launch_shape<Out, kBf16>(shape, out, p, stream, std::make_integer_sequence<int, kNumShapes>());
 }
 
 // The streaming kernel's shapes (fp8_stream_matmul.cu) the dispatch ships with, all with tensor-map copies and
@@ -263,6 +288,21 @@ void launch_fp8_small_matmul(const Fp8SmallMatmul& p, int num_sms, cudaStream_t 
     dispatch(static_cast<float*>(p.out), p, num_sms, stream);
   } else {
     dispatch(static_cast<bf16*>(p.out), p, num_sms, stream);
+  }
+}
+
+bool bf16_small_matmul_supports(int64_t num_tokens, int64_t k, int64_t n) {
+  return num_tokens >= 1 && num_tokens <= kBf16SmallMatmulMaxTokens && k > 0 && k % 8 == 0 && n > 0 &&
+         k <= (int64_t{1} << 29) && n <= (int64_t{1} << 30);
+}
+
+void launch_bf16_small_matmul(const Bf16SmallMatmul& m, int num_sms, cudaStream_t stream) {
+  Fp8SmallMatmul p{m.out, m.out_f32, reinterpret_cast<const uint8_t*>(m.x), nullptr,
+                   reinterpret_cast<const uint8_t*>(m.w), nullptr, m.alpha, m.num_tokens, 2 * m.k, m.n};
+  if (p.out_f32) {
+    dispatch<float, true>(static_cast<float*>(p.out), p, num_sms, stream);
+  } else {
+    dispatch<bf16, true>(static_cast<bf16*>(p.out), p, num_sms, stream);
   }
 }
 

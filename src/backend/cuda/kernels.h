@@ -153,6 +153,19 @@ int fp8_small_matmul_num_variants();
 // Whether the kernel takes this shape: 1 <= T <= kFp8SmallMatmulMaxTokens, K a multiple of 16.
 bool fp8_small_matmul_supports(int64_t num_tokens, int64_t k, int64_t n);
 void launch_fp8_small_matmul(const Fp8SmallMatmul& p, int num_sms, cudaStream_t stream);
+// bf16 matmul for decode-sized batches on the same kernel (fp8_small_matmul.cu): out[T, N] = alpha * sum_k x[t][k]
+// w[n][k], products and sums in f32. K a multiple of 8, x and w 16-byte aligned.
+inline constexpr int64_t kBf16SmallMatmulMaxTokens = 16;
+struct Bf16SmallMatmul {
+  void* out;  // [T, N] bf16, or f32 with out_f32
+  bool out_f32;
+  const bf16* x;  // [T, K]
+  const bf16* w;  // [N, K]
+  float alpha;
+  int64_t num_tokens, k, n;
+};
+bool bf16_small_matmul_supports(int64_t num_tokens, int64_t k, int64_t n);
+void launch_bf16_small_matmul(const Bf16SmallMatmul& p, int num_sms, cudaStream_t stream);
 // The same product with the weights streamed through shared memory by bulk copies (fp8_stream_matmul.cu), in
 // one of its shapes (fp8_small_matmul.cu names the ones its dispatch takes).
 struct Fp8StreamShape {
@@ -178,10 +191,6 @@ void launch_fp8_stream_matmul(const Fp8SmallMatmul& p, const Fp8StreamShape& sha
 // fp8_wgmma_scratch_bytes() long (its counters shared with the streaming kernel's). False, having launched
 // nothing, where the driver cannot encode the tensor maps or x8 / w8 are not 16-byte aligned.
 inline constexpr int64_t kFp8WgmmaMatmulMaxTokens = 256;
-// The most tokens CudaBackend::matmul_fp8 gives it by default: above 64 every CTA re-reads as many activation
-// bytes from L2 as weight bytes from memory (128-row tiles), and cuBLASLt's FP8 kernels run R7B's decode step
-// faster (docs/perf-log/2026-12.md); tests and benchmarks reach 256 (set_fp8_wgmma_matmul_max_tokens).
-inline constexpr int64_t kFp8WgmmaDispatchMaxTokens = 64;
 // The tokens of a wgmma tile for T tokens (1 .. 256): the smallest of 32, 64, 96, 128 (one instruction),
 // 160, 192, 256 (two) that holds them.
 constexpr int fp8_wgmma_tile_tokens(int64_t t) {
@@ -192,6 +201,16 @@ constexpr int fp8_wgmma_tile_tokens(int64_t t) {
 }
 static_assert(fp8_wgmma_tile_tokens(17) == 32 && fp8_wgmma_tile_tokens(65) == 96 && fp8_wgmma_tile_tokens(160) == 160 &&
               fp8_wgmma_tile_tokens(161) == 192 && fp8_wgmma_tile_tokens(256) == 256);
+// Whether CudaBackend::matmul_fp8 gives T tokens (17 .. 256) to the wgmma kernel by default: at the tile
+// widths where it ran R7B's decode and verify steps faster than cuBLASLt's FP8 kernels (docs/perf-log/2026-12.md).
+// At 128, 192 and 256 it loses: every CTA re-reads the tile's tokens from L2 (as many bytes as its weights at
+// 128 tokens), and its stages shrink (6 at 128 tokens, 4 at 192) where cuBLASLt's tiles share them.
+constexpr bool fp8_wgmma_preferred(int64_t t) {
+  const int w = fp8_wgmma_tile_tokens(t);
+  return t <= kFp8WgmmaMatmulMaxTokens && (w == 32 || w == 64 || w == 96 || w == 160);
+}
+static_assert(fp8_wgmma_preferred(64) && fp8_wgmma_preferred(96) && !fp8_wgmma_preferred(128) &&
+              fp8_wgmma_preferred(160) && !fp8_wgmma_preferred(161) && !fp8_wgmma_preferred(257));
 bool fp8_wgmma_matmul_supports(int64_t num_tokens, int64_t k, int64_t n);
 size_t fp8_wgmma_scratch_bytes(int num_sms);
 bool launch_fp8_wgmma_matmul(const Fp8SmallMatmul& p, int num_sms, cudaStream_t stream);
@@ -229,18 +248,21 @@ enum class PrefillAttentionKernel { kAuto, kMmaSync, kWgmma };
 void launch_mma_prefill(const PagedAttentionParams& p, int64_t max_seq_tokens, PrefillAttentionKernel kernel,
                         cudaStream_t stream);
 // Decode (one CTA per token, KV head and split of the keys): at most 16 query heads per KV head. Sequences with
-// several new tokens (max_seq_tokens > 1, a speculative verify step) put up to 16 / group consecutive tokens of a
-// sequence in one CTA (mma_decode_tokens_per_cta), which then reads their keys once.
+// several new tokens (max_seq_tokens > 1, a speculative verify step) put up to mma_decode_max_rows / group
+// consecutive tokens of a sequence in one CTA (mma_decode_tokens_per_cta), which then reads their keys once: 24
+// rows at head_dim <= 128 (a verify step of 1 + 4 or 1 + 5 tokens with R7B's group of 4, two tokens of Command
+// A's group of 12), 16 at 256 (registers).
 bool mma_decode_supports(int64_t head_dim, int64_t group);
-int mma_decode_tokens_per_cta(int64_t group, int64_t max_seq_tokens);
+int mma_decode_max_rows(int64_t head_dim);
+int mma_decode_tokens_per_cta(int64_t head_dim, int64_t group, int64_t max_seq_tokens);
 // The CTAs per KV head and split of a decode launch: one per token, or per tile of a sequence's tokens (always
 // with a sequence list, PagedAttentionParams::seq_list: `listed`).
-int64_t mma_decode_ctas(int64_t num_tokens, int64_t num_seqs, int64_t group, int64_t max_seq_tokens,
+int64_t mma_decode_ctas(int64_t head_dim, int64_t num_tokens, int64_t num_seqs, int64_t group, int64_t max_seq_tokens,
                         bool listed = false);
 // The tokens a decode launch's split outputs are kept for (rows of its part_out / part_ml, times heads and
 // splits): every token of the batch, or with a sequence list the listed sequences' tiles only.
-int64_t mma_decode_slot_tokens(int64_t num_tokens, int64_t num_seqs, int64_t group, int64_t max_seq_tokens,
-                               bool listed = false);
+int64_t mma_decode_slot_tokens(int64_t head_dim, int64_t num_tokens, int64_t num_seqs, int64_t group,
+                               int64_t max_seq_tokens, bool listed = false);
 // How a decode launch spreads over the GPU: the splits of each token's keys, and the CTAs per SM its kernel is
 // built for (3: short stages, many CTAs; 2: deeper stages, for long splits).
 struct DecodePlan {

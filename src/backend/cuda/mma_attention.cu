@@ -15,19 +15,23 @@ bool mma_attention_supports(int64_t head_dim) { return head_dim == 64 || head_di
 
 bool mma_decode_supports(int64_t head_dim, int64_t group) { return mma_attention_supports(head_dim) && group <= 16; }
 
-int mma_decode_tokens_per_cta(int64_t group, int64_t max_seq_tokens) {
-  return static_cast<int>(std::clamp<int64_t>(std::min<int64_t>(16 / group, max_seq_tokens), 1, 16));
+int mma_decode_max_rows(int64_t head_dim) { return head_dim <= 128 ? 24 : 16; }
+
+int mma_decode_tokens_per_cta(int64_t head_dim, int64_t group, int64_t max_seq_tokens) {
+  const int64_t most = mma_decode_max_rows(head_dim);
+  return static_cast<int>(std::clamp<int64_t>(std::min<int64_t>(most / group, max_seq_tokens), 1, most));
 }
 
-int64_t mma_decode_ctas(int64_t num_tokens, int64_t num_seqs, int64_t group, int64_t max_seq_tokens, bool listed) {
-  const int64_t per_cta = mma_decode_tokens_per_cta(group, max_seq_tokens);
+int64_t mma_decode_ctas(int64_t head_dim, int64_t num_tokens, int64_t num_seqs, int64_t group, int64_t max_seq_tokens,
+                        bool listed) {
+  const int64_t per_cta = mma_decode_tokens_per_cta(head_dim, group, max_seq_tokens);
   return per_cta == 1 && !listed ? num_tokens : num_seqs * ((max_seq_tokens + per_cta - 1) / per_cta);
 }
 
-int64_t mma_decode_slot_tokens(int64_t num_tokens, int64_t num_seqs, int64_t group, int64_t max_seq_tokens,
-                               bool listed) {
+int64_t mma_decode_slot_tokens(int64_t head_dim, int64_t num_tokens, int64_t num_seqs, int64_t group,
+                               int64_t max_seq_tokens, bool listed) {
   if (!listed) return num_tokens;
-  const int64_t per_cta = mma_decode_tokens_per_cta(group, max_seq_tokens);
+  const int64_t per_cta = mma_decode_tokens_per_cta(head_dim, group, max_seq_tokens);
   return num_seqs * ((max_seq_tokens + per_cta - 1) / per_cta) * per_cta;
 }
 
@@ -55,7 +59,8 @@ DecodePlan mma_decode_plan(int64_t ctas, int64_t num_heads_kv, int64_t max_keys,
   // the memory busy (R7B FP8, 32 x 32K: 19.1 against 20.8 ms per step; 8 x 32K, whose three-per-SM splits are
   // 5.5K keys: 5.8 against 6.4 ms; docs/perf-log/2026-12.md).
   constexpr int64_t kLongSplitKeys = 8192;
-  if (head_dim <= 128 && mma_decode_tokens_per_cta(group, max_seq_tokens) * group <= 8 && force_ctas_per_sm != 2) {
+  if (head_dim <= 128 && mma_decode_tokens_per_cta(head_dim, group, max_seq_tokens) * group <= 8 &&
+      force_ctas_per_sm != 2) {
     const int splits = decode_splits(ctas, num_heads_kv, max_keys, num_sms, 3);
     if (force_ctas_per_sm == 3 || (max_keys + splits - 1) / splits <= kLongSplitKeys) return DecodePlan{splits, 3};
   }
