@@ -160,9 +160,9 @@ int main(int argc, char** argv) {
                  "decode: FP8 matmuls of up to this many tokens run on tide's wgmma kernel, 0 to 256 (-1: the default's tile widths)")
       ->check(CLI::Range(-1, 256));
   app.add_option("--bf16-small-max-tokens", flags.options.bf16_small_max_tokens,
-                 "decode: bf16 matmuls of up to this many tokens run on tide's small-batch kernel, 0 to 16 (-1: the "
-                 "default, 0: cuBLASLt)")
-      ->check(CLI::Range(-1, 16));
+                 "decode and prefill: every bf16 matmul of up to this many tokens runs on tide's small-batch "
+                 "kernel (-1: the backend's rule, the default; 0: cuBLASLt always)")
+      ->check(CLI::Range(int64_t{-1}, int64_t{1} << 20));
   app.add_flag("!--no-baselines", flags.options.baselines,
                "decode: leave out the no-PDL, no-overlap and cuBLASLt points");
   app.add_option("--batches", flags.options.decode_batches, "decode batch sizes")->delimiter(',');

@@ -36,8 +36,8 @@ struct BenchOptions {
   // decode: the most tokens an FP8 matmul runs on the wgmma kernel (-1: the backend's default;
   // CudaBackend::set_fp8_wgmma_matmul_max_tokens)
   int64_t fp8_wgmma_max_tokens = -1;
-  // decode: the most tokens a bf16 matmul runs on tide's small-batch kernel (-1: the backend's default;
-  // CudaBackend::set_bf16_small_matmul_max_tokens)
+  // decode and prefill: the most tokens a bf16 matmul runs on tide's small-batch kernel (-1: the backend's
+  // rule; CudaBackend::set_bf16_small_matmul_max_tokens)
   int64_t bf16_small_max_tokens = -1;
   bool baselines = true;  // decode: also each point without PDL, without overlap and with cuBLASLt's FP8
   std::vector<std::string> sections{"ceilings", "linear", "decode", "prefill", "attention", "sampling"};

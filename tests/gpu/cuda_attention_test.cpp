@@ -342,6 +342,40 @@ TEST(CudaAttention, DecodeCtasAndSlotsWithAndWithoutASequenceList) {
   EXPECT_EQ(cuda::mma_decode_tokens_per_cta(128, 16, 4), 1);
 }
 
+// A verify step's tokens share a decode CTA; each of their rows is the bits the one-token decode of that token
+// computes where the splits are single tiles (a short context at batch 1): tiles start at multiples of 64 keys
+// whatever the CTA's first token, and the merge adds the splits in order. Windows whose start falls inside a
+// tile, with the last tokens' windows starting a tile after the first token's (317 - 63 = 254, 258 = 256 + 2);
+// groups 2 and 4, head_dim 64 and 128, bf16 and FP8 caches.
+TEST(CudaAttention, VerifyRowsAreTheDecodeRowsBitForBit) {
+  TIDE_REQUIRE_GPU();
+  const int64_t p0 = 317, tokens = 5;
+  for (const AttentionShape shape : {AttentionShape{4, 2, 64}, AttentionShape{8, 2, 128}}) {
+    const int64_t width = shape.num_heads * shape.head_dim;
+    for (const int64_t window : {int64_t{0}, int64_t{64}, int64_t{100}}) {
+      for (const bool fp8 : {false, true}) {
+        const std::vector<float> verify = run_case({{{p0, tokens}}, 16, window, shape, true, fp8}, 40);
+        for (int64_t i = 0; i < tokens; ++i) {
+          const std::vector<float> decode = run_case({{{p0 + i, 1}}, 16, window, shape, true, fp8}, 40);
+          ASSERT_EQ(std::ssize(decode), width);
+          EXPECT_TRUE(std::equal(decode.begin(), decode.end(), verify.begin() + i * width))
+              << "head_dim " << shape.head_dim << ", window " << window << (fp8 ? ", FP8" : "") << ": token "
+              << p0 + i;
+        }
+      }
+    }
+  }
+}
+
+// The keys a decode CTA spans: from 0 without a window; with one, from the first token's window start aligned
+// down to a 64-key tile to the last token.
+TEST(CudaAttention, DecodeMaxKeysCoverTheAlignedWindow) {
+  EXPECT_EQ(cuda::mma_decode_max_keys(0, 1023, 1), 1024);
+  EXPECT_EQ(cuda::mma_decode_max_keys(4096, 100000, 1), 4096 + 63);
+  EXPECT_EQ(cuda::mma_decode_max_keys(4096, 100000, 5), 4096 + 63 + 4);
+  EXPECT_EQ(cuda::mma_decode_max_keys(64, 40, 5), 41);  // never past the positions
+}
+
 TEST(CudaAttention, DecodeLongContextManySplits) {
   TIDE_REQUIRE_GPU();
   run_case({{{3000, 1}, {100, 1}, {5000, 1}, {0, 1}}, 16, 0, {32, 8, 128}}, 21);

@@ -103,11 +103,12 @@ TEST_F(CudaOps, MatmulBf16AndF32Outputs) {
   }
 }
 
-// tide's small-batch bf16 kernel (up to 16 tokens, turned on here; fp8_small_matmul.cu's register-fed kernel) on every
-// element: small integers, so every product and sum is exact in f32 whatever the order, and any difference from
-// the CPU is a wrong row, token or step of K. Token counts at the kernel's 8-token tiles' edges, K with a last
-// 64-byte step only partly inside K (K = 40: 80 bytes), N not a multiple of the CTAs' rows; then K = 12 (not
-// a multiple of 8: cuBLASLt's) and 17 tokens (cuBLASLt's) through the same dispatch.
+// tide's small-batch bf16 kernel (fp8_small_matmul.cu's register-fed kernel, turned on here for every matmul)
+// on every element: small integers, so every product and sum is exact in f32 whatever the order, and any
+// difference from the CPU is a wrong row, token or step of K. Token counts at the kernel's 8-token tiles' edges
+// and past one CTA's 16 (17 and 40: token groups), K with a last 64-byte step only partly inside K (K = 40: 80
+// bytes), N not a multiple of the CTAs' rows; then K = 12 (not a multiple of 8: cuBLASLt's) through the same
+// dispatch.
 TEST_F(CudaOps, SmallBatchBf16MatmulEveryElement) {
   gpu_->set_bf16_small_matmul_max_tokens(cuda::kBf16SmallMatmulMaxTokens);
   std::mt19937 rng(7);
@@ -124,6 +125,7 @@ TEST_F(CudaOps, SmallBatchBf16MatmulEveryElement) {
   cases.push_back({5, 4096, 6144});
   cases.push_back({4, 12, 64});
   cases.push_back({17, 1032, 200});
+  cases.push_back({40, 264, 72});
   for (const Case& c : cases) {
     const auto x = both(cpu_, *gpu_, integers(c.t * c.k), Shape{c.t, c.k});
     const auto w = both(cpu_, *gpu_, integers(c.n * c.k), Shape{c.n, c.k});
@@ -148,7 +150,7 @@ TEST_F(CudaOps, SmallBatchBf16MatmulEveryElement) {
       }
     }
   }
-  gpu_->set_bf16_small_matmul_max_tokens(0);
+  gpu_->set_bf16_small_matmul_max_tokens(-1);
 }
 
 // The same kernel's rounding on random values: within a few f32 roundings of the CPU's f32 sums, like cuBLASLt
@@ -166,10 +168,40 @@ TEST_F(CudaOps, SmallBatchBf16MatmulMatchesCublas) {
     gpu_->matmul(tide_out, x.gpu, w.gpu, 1.0f);
     gpu_->set_bf16_small_matmul_max_tokens(0);
     gpu_->matmul(cublas_out, x.gpu, w.gpu, 1.0f);
+    gpu_->set_bf16_small_matmul_max_tokens(-1);
     const std::vector<float> tide_got = test::to_f32(*gpu_, tide_out), cublas_got = test::to_f32(*gpu_, cublas_out);
     EXPECT_LT(test::rel_err(tide_got, want), 1e-5) << "T=" << t;
     EXPECT_LT(test::rel_err(cublas_got, want), 1e-5) << "T=" << t;
     EXPECT_LT(test::rel_err(tide_got, cublas_got), 1e-5) << "T=" << t;
+  }
+}
+
+// The engine's dispatch (cuda::bf16_small_matmul_preferred) on a small matrix: a token's row of out is the
+// same bits whether the token is alone or one of many (a decode step's one token against a verify step's
+// several, or a prefill's), on random values where the order of the sums shows. Larger matrices go to
+// cuBLASLt above 16 tokens, or at any count.
+TEST_F(CudaOps, SmallBatchBf16MatmulRowsDoNotDependOnTheBatch) {
+  const int64_t k = 256, n = 768;
+  ASSERT_TRUE(cuda::bf16_small_matmul_preferred(40, k, n));
+  ASSERT_TRUE(cuda::bf16_small_matmul_preferred(16, 2048, 2048));
+  ASSERT_FALSE(cuda::bf16_small_matmul_preferred(17, 2048, 2048));
+  ASSERT_FALSE(cuda::bf16_small_matmul_preferred(1, 4096, 6144));
+  const std::vector<float> xs = test::random_bf16_values(static_cast<size_t>(40 * k), 31);
+  const Tensor w = both(cpu_, *gpu_, test::random_bf16_values(static_cast<size_t>(n * k), 32, 0.05f), Shape{n, k}).gpu;
+  auto rows = [&](int64_t first, int64_t count) {
+    const std::vector<float> part(xs.begin() + first * k, xs.begin() + (first + count) * k);
+    const Tensor x = both(cpu_, *gpu_, part, Shape{count, k}).gpu;
+    Tensor out = gpu_->alloc(DType::kF32, Shape{count, n});
+    gpu_->matmul(out, x, w, 1.0f);
+    return test::to_f32(*gpu_, out);
+  };
+  for (const int64_t t : {2, 5, 9, 16, 40}) {
+    const std::vector<float> together = rows(0, t);
+    for (int64_t token = 0; token < t; ++token) {
+      const std::vector<float> alone = rows(token, 1);
+      EXPECT_TRUE(std::equal(alone.begin(), alone.end(), together.begin() + token * n))
+          << "token " << token << " of " << t;
+    }
   }
 }
 

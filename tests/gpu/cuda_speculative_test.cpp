@@ -1,6 +1,7 @@
 // Speculative decoding (prompt lookup) on the GPU: verify steps (several query tokens and sample rows per
-// request, mixed with other requests' decodes) run their matmuls over more tokens than a decode step, on other
-// kernels, so their bf16 logits are not the decode step's bits; every golden case must still meet the bf16 greedy rule against the f32 CPU
+// request, mixed with other requests' decodes) need not give a decode step's bf16 bits (a larger model's
+// matmuls run on other kernels over more tokens; the attention's splits follow the batch), so every golden
+// case must meet the bf16 greedy rule against the f32 CPU
 // reference (bf16_greedy.h), prompts that quote themselves (mostly verify steps) the same rule with twice its
 // bound, drafts must be accepted, and no block may stay in use. A fixture drafting for itself (draft-model
 // speculation): greedy ids under the same rule; sampled requests draw drafts from the draft's distribution and

@@ -103,11 +103,10 @@ class CudaBackend final : public Backend {
   // The most tokens matmul_fp8 gives the small-batch kernel (0: cuBLASLt always); for tests and benchmarks
   // comparing the two. Clamped to the kernel's limit.
   void set_fp8_small_matmul_max_tokens(int64_t t);
-  // The most tokens matmul gives tide's small-batch bf16 kernel (fp8_small_matmul.cu's register-fed kernel on
-  // bf16), clamped to its limit of kBf16SmallMatmulMaxTokens; 0, the default: cuBLASLt for every bf16 matmul.
-  // It is off by default: it is faster on small matrices (the demo model's draft step 29 against 40 us, H200)
-  // but slower on R7B's (decode B=1 4.75 against 4.36 ms), and with it on two greedy-ids tests of the GPU suite
-  // part from their references (docs/perf-log/2026-12.md).
+  // Which bf16 matmuls go to tide's small-batch kernel (fp8_small_matmul.cu's register-fed kernel on bf16):
+  // negative, the default, those of cuda::bf16_small_matmul_preferred (small weights; on larger ones
+  // cuBLASLt's GEMV reads faster); T >= 0 every matmul of up to T tokens (0: cuBLASLt always); for tests and
+  // benchmarks.
   void set_bf16_small_matmul_max_tokens(int64_t t);
   // Which token counts matmul_fp8 gives the wgmma kernel (fp8_wgmma_matmul.cu) when the small-batch kernel
   // does not take them: negative, the default, those of cuda::fp8_wgmma_preferred; T >= 0, every count up to T
@@ -163,7 +162,7 @@ class CudaBackend final : public Backend {
   int device_ = 0;
   int num_sms_ = 1;
   int64_t fp8_small_max_tokens_;
-  int64_t bf16_small_max_tokens_ = 0;
+  int64_t bf16_small_max_tokens_ = -1;  // negative: cuda::bf16_small_matmul_preferred
   int64_t fp8_wgmma_max_tokens_ = -1;  // negative: cuda::fp8_wgmma_preferred
   int fp8_small_variant_ = -1;
   cuda::PrefillAttentionKernel prefill_kernel_ = cuda::PrefillAttentionKernel::kAuto;

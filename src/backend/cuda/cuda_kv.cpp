@@ -99,7 +99,6 @@ void CudaBackend::attention(Tensor out, const Tensor& qkv, const KvStorage& kv, 
   p.num_blocks = kv.data.dim(0);
   p.window = window;
   p.scale = 1.0f / std::sqrt(static_cast<float>(shape.head_dim));
-  const int64_t max_keys = window == 0 ? batch.max_position + 1 : std::min(window, batch.max_position + 1);
   if (mma) {
     // Few new tokens per sequence: one CTA per token (or per few tokens of a sequence), split over the keys.
     // Otherwise row tiles of one sequence's tokens, which read each K/V tile once for all of them. A step that
@@ -111,6 +110,7 @@ void CudaBackend::attention(Tensor out, const Tensor& qkv, const KvStorage& kv, 
       const bool listed = dp.seq_list != nullptr;
       const int64_t ctas =
           cuda::mma_decode_ctas(shape.head_dim, dp.num_tokens, dp.num_seqs, group, max_seq_tokens, listed);
+      const int64_t max_keys = cuda::mma_decode_max_keys(window, batch.max_position, max_seq_tokens);
       const cuda::DecodePlan plan = cuda::mma_decode_plan(ctas, dp.num_heads_kv, max_keys, num_sms_, shape.head_dim,
                                                           group, max_seq_tokens, decode_ctas_per_sm_);
       const int64_t slot_tokens =
@@ -140,6 +140,7 @@ void CudaBackend::attention(Tensor out, const Tensor& qkv, const KvStorage& kv, 
     }
     return;
   }
+  const int64_t max_keys = window == 0 ? batch.max_position + 1 : std::min(window, batch.max_position + 1);
   const int splits = cuda::paged_attention_splits(p.num_tokens, p.num_heads_kv, max_keys, num_sms_);
   const int64_t slots = p.num_tokens * p.num_heads * splits;
   const Tensor part_out = alloc(DType::kF32, Shape{slots, shape.head_dim});

@@ -1,6 +1,6 @@
 // CudaBackend::matmul and matmul_fp8: bf16 (or E4M3 with row / token scales) inputs, f32 accumulation, bf16 or
-// f32 output. FP8 up to 16 tokens runs tide's small-batch kernels (fp8_small_matmul.cu; bf16 too where a
-// benchmark or test turns it on: set_bf16_small_matmul_max_tokens); FP8 of 17-160 tokens its wgmma kernel at
+// f32 output. FP8 up to 16 tokens runs tide's small-batch kernels (fp8_small_matmul.cu; bf16 too on small
+// weights: cuda::bf16_small_matmul_preferred); FP8 of 17-160 tokens its wgmma kernel at
 // the tile widths where that is faster (cuda::fp8_wgmma_preferred); the rest cuBLASLt. cuBLASLt's descriptors
 // and algorithm (its heuristic pick) are made once per shape and kept: creating them costs more host time than
 // a decode-sized GEMM takes on the GPU.
@@ -106,7 +106,7 @@ void CudaBackend::set_fp8_small_matmul_max_tokens(int64_t t) {
 }
 
 void CudaBackend::set_bf16_small_matmul_max_tokens(int64_t t) {
-  bf16_small_max_tokens_ = std::clamp<int64_t>(t, 0, cuda::kBf16SmallMatmulMaxTokens);
+  bf16_small_max_tokens_ = t < 0 ? -1 : std::min(t, cuda::kBf16SmallMatmulMaxTokens);
 }
 
 void CudaBackend::set_fp8_wgmma_matmul_max_tokens(int64_t t) {
@@ -127,8 +127,9 @@ void CudaBackend::matmul(Tensor out, const Tensor& x, const Tensor& w, float alp
   if (x.dtype != DType::kBF16 || w.dtype != DType::kBF16) fail("cuda backend: matmul inputs must be BF16");
   if (out.dtype != DType::kBF16 && out.dtype != DType::kF32) fail("cuda backend: matmul output must be BF16 or F32");
   if (t == 0) return;
-  if (t <= bf16_small_max_tokens_ && cuda::bf16_small_matmul_supports(t, k, n) && aligned16(x.data) &&
-      aligned16(w.data)) {
+  const bool small = bf16_small_max_tokens_ < 0 ? cuda::bf16_small_matmul_preferred(t, k, n)
+                                                : t <= bf16_small_max_tokens_;
+  if (small && cuda::bf16_small_matmul_supports(t, k, n) && aligned16(x.data) && aligned16(w.data)) {
     cuda::launch_bf16_small_matmul(cuda::Bf16SmallMatmul{out.data, out.dtype == DType::kF32,
                                                          static_cast<const cuda::bf16*>(x.data),
                                                          static_cast<const cuda::bf16*>(w.data), alpha, t, k, n},

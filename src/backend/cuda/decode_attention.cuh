@@ -137,9 +137,15 @@ __global__ void __launch_bounds__(DecodeConfig<D, kS, kFp8, kN, kCtas>::kThreads
   const int64_t pos = p.positions[t0 + count - 1];    // the last token's: the keys end there
   const int64_t pos_first = pos - (count - 1);        // the first token's
   const int64_t first = p.window == 0 ? 0 : max(int64_t{0}, pos_first - p.window + 1);
+  // Tiles start at multiples of kKeys; keys before `first` are zero-filled and masked, never read (their blocks
+  // may be released). A key's tile, and the warp among whose 16 keys it is, then do not depend on which tokens
+  // share the CTA: where the splits are single tiles in both (splits >= tiles, as at small batches) a verify
+  // step's rows are the bits a decode step computes for the same token.
+  const int64_t base = first / C::kKeys * C::kKeys;
   // Splits are whole tiles, so every CTA but the last of a token runs full tiles.
-  const int64_t per_split = ((pos - first + 1 + dp.num_splits - 1) / dp.num_splits + C::kKeys - 1) / C::kKeys * C::kKeys;
-  const int64_t lo = first + split * per_split, hi = min(pos + 1, lo + per_split);  // keys [lo, hi)
+  const int64_t per_split = ((pos - base + 1 + dp.num_splits - 1) / dp.num_splits + C::kKeys - 1) / C::kKeys * C::kKeys;
+  const int64_t lo = base + split * per_split, hi = min(pos + 1, lo + per_split);  // keys [lo, hi)
+  const int64_t lo_read = max(lo, first);  // the first key loaded
   // Row r's slot: token t0 + r / group, head kv_head * group + r % group.
   const auto slot_of = [&](int r) {
     return ((slot_t0 + r / group) * p.num_heads + kv_head * group + r % group) * dp.num_splits + split;
@@ -174,7 +180,7 @@ __global__ void __launch_bounds__(DecodeConfig<D, kS, kFp8, kN, kCtas>::kThreads
   const uint32_t slice0 = kv_base + warp * C::kSliceBytes;
   const auto key_of = [&](int64_t tile) { return lo + tile * C::kKeys + 16 * warp; };
   const auto load = [&](int stage, int64_t tile) {
-    if (key_of(tile) < hi) Copy::load(slice0 + stage * C::kStageBytes, p, table, kv_head, key_of(tile), lo, hi, lane);
+    if (key_of(tile) < hi) Copy::load(slice0 + stage * C::kStageBytes, p, table, kv_head, key_of(tile), lo_read, hi, lane);
   };
 #pragma unroll
   for (int s = 0; s < C::kStages - 1; ++s) {
@@ -239,9 +245,9 @@ __global__ void __launch_bounds__(DecodeConfig<D, kS, kFp8, kN, kCtas>::kThreads
         for (int e = 0; e < 4; ++e) s[n][e] *= k_scale[e / 2];
       }
     }
-    // Masks: keys at or past the split's end, and with several tokens a row's keys past its position or before
-    // its window (with one token, every key of [lo, hi) is visible).
-    if (k0 + 16 > hi || (count > 1 && (k0 + 16 > pos_first + 1 || (p.window != 0 && k0 < pos - p.window + 1)))) {
+    // Masks: keys at or past the split's end, a row's keys before its window (the tile's start is aligned
+    // below the first token's), and with several tokens a row's keys past its position.
+    if (k0 + 16 > hi || (p.window != 0 && k0 < pos - p.window + 1) || (count > 1 && k0 + 16 > pos_first + 1)) {
 #pragma unroll
       for (int n = 0; n < kN; ++n) {
 #pragma unroll
@@ -264,8 +270,8 @@ __global__ void __launch_bounds__(DecodeConfig<D, kS, kFp8, kN, kCtas>::kThreads
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 8));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 16));
         mx = fmaxf(mx, row_max[n][j]);
-        // Finite with one token (the warp's first key is visible); with several, a row may see none of the
-        // warp's keys yet: then nothing changes (every term is 0).
+        // A row may see none of the warp's keys yet (keys before its window, or with several tokens past its
+        // position): then nothing changes (every term is 0).
         const float base = mx == -INFINITY ? 0.0f : mx * dp.scale_log2;
         correction[n][j] = ex2(row_max[n][j] * dp.scale_log2 - base);  // exactly 1 where the max stays
         rescale |= mx != row_max[n][j];
@@ -369,9 +375,10 @@ constexpr int kMergeThreads = 256;
 static __global__ void __launch_bounds__(kMergeThreads) merge_splits_kernel(const __grid_constant__ DecodeParams dp) {
   constexpr int kMaxSplits = 128;  // mma_decode_plan's bound
   constexpr int kInFlight = 4;
-  __shared__ float weight[kMaxSplits];
+  __shared__ float weight[kMaxSplits], weighted_sum[kMaxSplits];
   __shared__ float shared[kMergeThreads / 32];
   __shared__ float4 columns[kMergeThreads];
+  __shared__ float lane_sums[kMergeThreads];
   begin_dependent_kernel();
   const PagedAttentionParams& p = dp.p;
   const int d = static_cast<int>(p.head_dim), splits = dp.num_splits, tid = static_cast<int>(threadIdx.x);
@@ -380,15 +387,19 @@ static __global__ void __launch_bounds__(kMergeThreads) merge_splits_kernel(cons
   const int64_t slot0 = (static_cast<int64_t>(blockIdx.x) * p.num_heads + blockIdx.y) * splits;
   const float m = tid < splits ? dp.part_ml[(slot0 + tid) * 2] : -INFINITY;
   const float l = tid < splits ? dp.part_ml[(slot0 + tid) * 2 + 1] : 0.0f;
-  const float m_all = block_max<kMergeThreads>(m, shared);
+  const float m_all = block_max<kMergeThreads>(m, shared);  // its barriers publish nothing yet
   // 0 for an empty split (max -inf, sum 0), whose partial output was never written.
   const float w = m == -INFINITY ? 0.0f : ex2((m - m_all) * dp.scale_log2);
-  if (tid < splits) weight[tid] = w;
-  const float l_all = block_sum<kMergeThreads>(w == 0.0f ? 0.0f : l * w, shared);  // its barriers publish weight[]
+  if (tid < splits) {
+    weight[tid] = w;
+    weighted_sum[tid] = w == 0.0f ? 0.0f : l * w;
+  }
+  __syncthreads();
 
   const int groups = d / 4, lanes = kMergeThreads / groups;  // float4 columns x shares of the splits
   const int column = tid % groups, lane = tid / groups;
   float4 o = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  float l_share = 0.0f;  // the same share of the sums (kept by every column's thread; the first column's used)
   for (int s0 = lane; s0 < splits; s0 += kInFlight * lanes) {
     float4 v[kInFlight];
     float ws[kInFlight];
@@ -402,15 +413,23 @@ static __global__ void __launch_bounds__(kMergeThreads) merge_splits_kernel(cons
 #pragma unroll
     for (int u = 0; u < kInFlight; ++u) {
       o.x += ws[u] * v[u].x, o.y += ws[u] * v[u].y, o.z += ws[u] * v[u].z, o.w += ws[u] * v[u].w;
+      const int s = s0 + u * lanes;
+      l_share += s < splits ? weighted_sum[s] : 0.0f;
     }
   }
   columns[tid] = o;
+  if (column == 0) lane_sums[lane] = l_share;
   __syncthreads();
   if (tid < groups) {
+    // The lanes' shares in lane order, for the outputs and the sums alike: with at most `lanes` splits each
+    // lane holds one, and empty splits (zeros) before the others change nothing, so a token's result does not
+    // depend on where its first tile falls among the CTA's splits (a verify step's tokens share theirs).
     float4 sum = columns[tid];
+    float l_all = lane_sums[0];
     for (int j = 1; j < lanes; ++j) {
       const float4 c = columns[j * groups + tid];
       sum.x += c.x, sum.y += c.y, sum.z += c.z, sum.w += c.w;
+      l_all += lane_sums[j];
     }
     bf16* out = p.out + (token * p.num_heads + blockIdx.y) * d + 4 * tid;
     out[0] = __float2bfloat16(sum.x / l_all), out[1] = __float2bfloat16(sum.y / l_all);

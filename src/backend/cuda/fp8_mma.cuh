@@ -1,5 +1,5 @@
-// Pieces the small-batch FP8 matmul kernels share (fp8_small_matmul.cu, fp8_stream_matmul.cu): one
-// m16n8k32 e4m3 tensor-core product and the conversion of a finished f32 sum to the output type.
+// Pieces the small-batch matmul kernels share (fp8_small_matmul.cu, fp8_stream_matmul.cu): one m16n8k32
+// e4m3 and one m16n8k16 bf16 tensor-core product, and the conversion of a finished f32 sum to the output type.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -13,6 +13,16 @@ __device__ __forceinline__ void mma_e4m3(float (&d)[4], uint32_t a0, uint32_t a1
                                          uint32_t b0, uint32_t b1) {
   asm volatile(
       "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%10, %10, %10, %10};"
+      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "f"(0.0f));
+}
+
+// d = a . b (m16n8k16, bf16 inputs, f32 result) from zero; the fragments' registers as mma_e4m3's.
+__device__ __forceinline__ void mma_bf16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                         uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
       "{%10, %10, %10, %10};"
       : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "f"(0.0f));

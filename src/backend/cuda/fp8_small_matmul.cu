@@ -15,7 +15,7 @@
 // then 32 values, and the two m16n8k16 bf16 instructions take their fragments from the same registers (a
 // lane's 16 bytes of a row: values 0-3 the first product's K, 4-7 the second's). On small matrices (a draft
 // model's, the bundled demo's) it is faster than cuBLASLt's kernels, whose fixed cost per launch is most of
-// theirs; the engine does not dispatch it yet (CudaBackend::set_bf16_small_matmul_max_tokens says why).
+// theirs; the engine dispatches it there (cuda::bf16_small_matmul_preferred).
 #include <cuda_bf16.h>
 
 #include <array>
@@ -40,16 +40,6 @@ __device__ __forceinline__ uint4 load_weight(const uint8_t* p) {
   return v;
 }
 
-// d = a . b (m16n8k16, bf16 inputs, f32 result) from zero; the registers as mma_e4m3's.
-__device__ __forceinline__ void mma_bf16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
-                                         uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%10, %10, %10, %10};"
-      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "f"(0.0f));
-}
-
 // kMTiles: 16-row weight tiles per CTA; kNTiles: 8-token tiles (T <= 8 kNTiles); kU: 64-byte steps of K in
 // flight per warp. kBf16: x8 and w8 hold bf16 values, k counts bytes (2 per value), and there are no scales.
 template <int kMTiles, int kNTiles, int kU, typename Out, bool kBf16 = false>
@@ -64,6 +54,12 @@ __global__ void __launch_bounds__(kWarps * 32)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, q = lane % 4;
   const int row0 = static_cast<int>(blockIdx.x) * kRows;
+  // The CTA's tokens: group blockIdx.y of kCols (more than one group only on bf16, whose dispatch takes any T).
+  const int token0 = static_cast<int>(blockIdx.y) * kCols;
+  x8 += static_cast<int64_t>(token0) * k;
+  if constexpr (!kBf16) x_scales += token0;
+  out += static_cast<int64_t>(token0) * n;
+  num_tokens -= token0;
 
   // Rows past n read the last row (their results are never written); tokens past T read nothing.
   const uint8_t* w_rows[kMTiles][2];
@@ -153,8 +149,9 @@ __global__ void __launch_bounds__(kWarps * 32)
 // p.k counts bytes of a row: K values of FP8, 2 K of bf16.
 template <int kMTiles, int kNTiles, int kU, typename Out, bool kBf16>
 void launch(Out* out, const Fp8SmallMatmul& p, cudaStream_t stream) {
-  const int64_t rows_per_cta = 16 * kMTiles;
-  const auto grid = static_cast<unsigned>((p.n + rows_per_cta - 1) / rows_per_cta);
+  const int64_t rows_per_cta = 16 * kMTiles, tokens_per_cta = 8 * kNTiles;
+  const dim3 grid(static_cast<unsigned>((p.n + rows_per_cta - 1) / rows_per_cta),
+                  static_cast<unsigned>((p.num_tokens + tokens_per_cta - 1) / tokens_per_cta));
   launch_kernel(fp8_small_matmul_kernel<kMTiles, kNTiles, kU, Out, kBf16>, grid, kWarps * 32, 0, stream,
       out, p.x8, p.x_scales, p.w8, p.w_scales, p.alpha, static_cast<int>(p.num_tokens), static_cast<int>(p.k),
       static_cast<int>(p.n));
@@ -201,7 +198,7 @@ int ctas_per_sm(int shape) {
 }
 
 bool shape_fits(int shape, int64_t num_tokens) {
-  // One n-tile holds 8 tokens; two n-tiles for up to 16 (not used for 8 or fewer: twice the MMAs for nothing).
+  // One n-tile holds 8 tokens; two n-tiles for more (not used for 8 or fewer: twice the MMAs for nothing).
   return kShapes[shape].n_tiles == (num_tokens <= 8 ? 1 : 2);
 }
 
@@ -214,8 +211,8 @@ int choose_shape(const Fp8SmallMatmul& p, int num_sms) {
   double best_fill = 0;
   for (int v = 0; v < kNumShapes; ++v) {
     if (!shape_fits(v, p.num_tokens)) continue;
-    const int64_t rows = 16 * kShapes[v].m_tiles;
-    const int64_t ctas = (p.n + rows - 1) / rows;
+    const int64_t rows = 16 * kShapes[v].m_tiles, tokens = 8 * kShapes[v].n_tiles;
+    const int64_t ctas = (p.n + rows - 1) / rows * ((p.num_tokens + tokens - 1) / tokens);
     const int64_t slots = static_cast<int64_t>(ctas_per_sm<Out, kBf16>(v)) * num_sms;
     const int64_t waves = (ctas + slots - 1) / slots;
     const double fill = static_cast<double>(ctas) / static_cast<double>(waves * slots);

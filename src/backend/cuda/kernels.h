@@ -153,9 +153,9 @@ int fp8_small_matmul_num_variants();
 // Whether the kernel takes this shape: 1 <= T <= kFp8SmallMatmulMaxTokens, K a multiple of 16.
 bool fp8_small_matmul_supports(int64_t num_tokens, int64_t k, int64_t n);
 void launch_fp8_small_matmul(const Fp8SmallMatmul& p, int num_sms, cudaStream_t stream);
-// bf16 matmul for decode-sized batches on the same kernel (fp8_small_matmul.cu): out[T, N] = alpha * sum_k x[t][k]
-// w[n][k], products and sums in f32. K a multiple of 8, x and w 16-byte aligned.
-inline constexpr int64_t kBf16SmallMatmulMaxTokens = 16;
+// bf16 matmul on the same kernel (fp8_small_matmul.cu): out[T, N] = alpha * sum_k x[t][k] w[n][k], products and
+// sums in f32, tokens in groups of up to 16 per CTA. K a multiple of 8, x and w 16-byte aligned.
+inline constexpr int64_t kBf16SmallMatmulMaxTokens = int64_t{1} << 20;
 struct Bf16SmallMatmul {
   void* out;  // [T, N] bf16, or f32 with out_f32
   bool out_f32;
@@ -166,6 +166,23 @@ struct Bf16SmallMatmul {
 };
 bool bf16_small_matmul_supports(int64_t num_tokens, int64_t k, int64_t n);
 void launch_bf16_small_matmul(const Bf16SmallMatmul& p, int num_sms, cudaStream_t stream);
+// Which bf16 matmuls the engine gives the kernel (bf16_small_matmul_preferred): weights of at most
+// kBf16SmallMatmulAnyTokensBytes at any token count (a small model's every matmul, prefills included), and of
+// at most kBf16SmallMatmulDecodeBytes at up to kBf16SmallMatmulDecodeTokens tokens. Below these sizes
+// cuBLASLt's fixed cost per launch is most of its time and the kernel's one pass is faster; above them
+// cuBLASLt's GEMV streams the weights faster (docs/perf-log/2026-12.md, 2026-12-05: decode steps of models
+// 128 to 2048 wide).
+inline constexpr int64_t kBf16SmallMatmulDecodeTokens = 16;
+inline constexpr int64_t kBf16SmallMatmulDecodeBytes = int64_t{8} << 20;
+inline constexpr int64_t kBf16SmallMatmulAnyTokensBytes = int64_t{2} << 20;
+// A token's outputs do not depend on how many tokens share the launch (its sums run in the same order at
+// every T), so where a model's matmuls all take the kernel at every T, a token's rows are the same bits in a
+// decode step, a speculative verify step, a batch or a prefill chunk of any length.
+constexpr bool bf16_small_matmul_preferred(int64_t num_tokens, int64_t k, int64_t n) {
+  const int64_t bytes = 2 * k * n;
+  return num_tokens >= 1 && (bytes <= kBf16SmallMatmulAnyTokensBytes ||
+                             (num_tokens <= kBf16SmallMatmulDecodeTokens && bytes <= kBf16SmallMatmulDecodeBytes));
+}
 // The same product with the weights streamed through shared memory by bulk copies (fp8_stream_matmul.cu), in
 // one of its shapes (fp8_small_matmul.cu names the ones its dispatch takes).
 struct Fp8StreamShape {
@@ -263,6 +280,10 @@ int64_t mma_decode_ctas(int64_t head_dim, int64_t num_tokens, int64_t num_seqs, 
 // splits): every token of the batch, or with a sequence list the listed sequences' tiles only.
 int64_t mma_decode_slot_tokens(int64_t head_dim, int64_t num_tokens, int64_t num_seqs, int64_t group,
                                int64_t max_seq_tokens, bool listed = false);
+// The most keys one CTA of a decode launch spans (the bound mma_decode_plan takes): a token's keys from 0, or
+// with a window from its first token's window start aligned down to a 64-key tile, to its last token's position
+// (`max_position`: the step's largest, or an upper bound of it).
+int64_t mma_decode_max_keys(int64_t window, int64_t max_position, int64_t max_seq_tokens);
 // How a decode launch spreads over the GPU: the splits of each token's keys, and the CTAs per SM its kernel is
 // built for (3: short stages, many CTAs; 2: deeper stages, for long splits).
 struct DecodePlan {

@@ -35,6 +35,11 @@ int64_t mma_decode_slot_tokens(int64_t head_dim, int64_t num_tokens, int64_t num
   return num_seqs * ((max_seq_tokens + per_cta - 1) / per_cta) * per_cta;
 }
 
+int64_t mma_decode_max_keys(int64_t window, int64_t max_position, int64_t max_seq_tokens) {
+  if (window == 0) return max_position + 1;
+  return std::min(window + kDecodeTileKeys - 1 + std::max<int64_t>(max_seq_tokens, 1) - 1, max_position + 1);
+}
+
 namespace {
 
 // One wave: as many splits as keep every (token, kv head)'s splits resident at once, `resident_per_sm` CTAs per
