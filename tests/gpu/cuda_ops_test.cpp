@@ -178,11 +178,12 @@ TEST_F(CudaOps, SmallBatchBf16MatmulMatchesCublas) {
 
 // The engine's dispatch (cuda::bf16_small_matmul_preferred) on a small matrix: a token's row of out is the
 // same bits whether the token is alone or one of many (a decode step's one token against a verify step's
-// several, or a prefill's), on random values where the order of the sums shows. Larger matrices go to
+// several, or a short prefill's), on random values where the order of the sums shows. Larger matrices go to
 // cuBLASLt above 16 tokens, or at any count.
 TEST_F(CudaOps, SmallBatchBf16MatmulRowsDoNotDependOnTheBatch) {
   const int64_t k = 256, n = 768;
   ASSERT_TRUE(cuda::bf16_small_matmul_preferred(40, k, n));
+  ASSERT_FALSE(cuda::bf16_small_matmul_preferred(cuda::kBf16SmallMatmulAnyTokensMax + 1, k, n));
   ASSERT_TRUE(cuda::bf16_small_matmul_preferred(16, 2048, 2048));
   ASSERT_FALSE(cuda::bf16_small_matmul_preferred(17, 2048, 2048));
   ASSERT_FALSE(cuda::bf16_small_matmul_preferred(1, 4096, 6144));

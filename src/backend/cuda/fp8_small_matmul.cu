@@ -54,8 +54,9 @@ __global__ void __launch_bounds__(kWarps * 32)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, q = lane % 4;
   const int row0 = static_cast<int>(blockIdx.x) * kRows;
-  // The CTA's tokens: group blockIdx.y of kCols (more than one group only on bf16, whose dispatch takes any T).
-  const int token0 = static_cast<int>(blockIdx.y) * kCols;
+  // The CTA's tokens: group blockIdx.y of kCols (more than one group only on bf16: up to 256 tokens; FP8's
+  // 16 fit one, and its code is left as it was without groups).
+  const int token0 = kBf16 ? static_cast<int>(blockIdx.y) * kCols : 0;
   x8 += static_cast<int64_t>(token0) * k;
   if constexpr (!kBf16) x_scales += token0;
   out += static_cast<int64_t>(token0) * n;

@@ -167,21 +167,24 @@ struct Bf16SmallMatmul {
 bool bf16_small_matmul_supports(int64_t num_tokens, int64_t k, int64_t n);
 void launch_bf16_small_matmul(const Bf16SmallMatmul& p, int num_sms, cudaStream_t stream);
 // Which bf16 matmuls the engine gives the kernel (bf16_small_matmul_preferred): weights of at most
-// kBf16SmallMatmulAnyTokensBytes at any token count (a small model's every matmul, prefills included), and of
-// at most kBf16SmallMatmulDecodeBytes at up to kBf16SmallMatmulDecodeTokens tokens. Below these sizes
-// cuBLASLt's fixed cost per launch is most of its time and the kernel's one pass is faster; above them
-// cuBLASLt's GEMV streams the weights faster (docs/perf-log/2026-12.md, 2026-12-05: decode steps of models
-// 128 to 2048 wide).
+// kBf16SmallMatmulAnyTokensBytes at up to kBf16SmallMatmulAnyTokensMax tokens (a small model's decode, verify
+// and short prefill steps), and of at most kBf16SmallMatmulDecodeBytes at up to kBf16SmallMatmulDecodeTokens.
+// There cuBLASLt's fixed cost per launch is most of its time and the kernel's one pass is faster; on larger
+// weights cuBLASLt's GEMV streams them faster, and at more tokens its tiled kernels compute faster (the demo
+// model's eager prefill steps: 256 tokens 0.53 against 0.86 ms, 1024 tokens 1.04 against 0.88; its linear
+// layers at 8192 tokens 4.8 against 0.39 ms; docs/perf-log/2026-12.md, 2026-12-05).
 inline constexpr int64_t kBf16SmallMatmulDecodeTokens = 16;
 inline constexpr int64_t kBf16SmallMatmulDecodeBytes = int64_t{8} << 20;
+inline constexpr int64_t kBf16SmallMatmulAnyTokensMax = 256;
 inline constexpr int64_t kBf16SmallMatmulAnyTokensBytes = int64_t{2} << 20;
 // A token's outputs do not depend on how many tokens share the launch (its sums run in the same order at
-// every T), so where a model's matmuls all take the kernel at every T, a token's rows are the same bits in a
-// decode step, a speculative verify step, a batch or a prefill chunk of any length.
+// every T), so where a model's matmuls all take the kernel, a token's rows are the same bits in a decode step,
+// a speculative verify step, or a batch or prefill chunk of up to kBf16SmallMatmulAnyTokensMax tokens.
 constexpr bool bf16_small_matmul_preferred(int64_t num_tokens, int64_t k, int64_t n) {
   const int64_t bytes = 2 * k * n;
-  return num_tokens >= 1 && (bytes <= kBf16SmallMatmulAnyTokensBytes ||
-                             (num_tokens <= kBf16SmallMatmulDecodeTokens && bytes <= kBf16SmallMatmulDecodeBytes));
+  return num_tokens >= 1 &&
+         ((num_tokens <= kBf16SmallMatmulAnyTokensMax && bytes <= kBf16SmallMatmulAnyTokensBytes) ||
+          (num_tokens <= kBf16SmallMatmulDecodeTokens && bytes <= kBf16SmallMatmulDecodeBytes));
 }
 // The same product with the weights streamed through shared memory by bulk copies (fp8_stream_matmul.cu), in
 // one of its shapes (fp8_small_matmul.cu names the ones its dispatch takes).
