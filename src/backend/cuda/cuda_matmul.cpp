@@ -1,9 +1,9 @@
 // CudaBackend::matmul and matmul_fp8: bf16 (or E4M3 with row / token scales) inputs, f32 accumulation, bf16 or
 // f32 output. FP8 up to 16 tokens runs tide's small-batch kernels (fp8_small_matmul.cu; bf16 too on small
-// weights: cuda::bf16_small_matmul_preferred); FP8 of 17-160 tokens its wgmma kernel at
-// the tile widths where that is faster (cuda::fp8_wgmma_preferred); the rest cuBLASLt. cuBLASLt's descriptors
-// and algorithm (its heuristic pick) are made once per shape and kept: creating them costs more host time than
-// a decode-sized GEMM takes on the GPU.
+// weights: cuda::bf16_small_matmul_preferred); FP8 of 17-160 tokens its wgmma kernel at the tile widths where
+// that is faster (cuda::fp8_wgmma_preferred); the rest cuBLASLt. cuBLASLt's descriptors and algorithm (its
+// heuristic pick) are made once per shape and kept: creating them costs more host time than a decode-sized
+// GEMM takes on the GPU.
 #include <algorithm>
 #include <cstdint>
 #include <tuple>
