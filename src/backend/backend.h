@@ -66,8 +66,9 @@ enum class KvCacheDtype { kAuto, kFp8 };
 
 // KV storage of one layer group: data [num_blocks, num_layers_in_group, 2 (K, V), block_size, num_heads_kv, D].
 // FP8 (data F8E4M3): each head's D values of one position's K (or V) are one vector, quantized with its own
-// scale amax / 448 (core/fp8.h); `scales` [num_blocks, num_layers_in_group, 2, num_heads_kv, block_size] F32
-// holds them (a head's positions of a block together), and is empty otherwise.
+// scale, amax / 448 rounded up to 4 significant bits (fp8::kv_scale_for_amax); `scales` [num_blocks,
+// num_layers_in_group, 2, num_heads_kv, block_size] F32 holds them (a head's positions of a block together),
+// and is empty otherwise.
 struct KvStorage {
   Tensor data;
   int64_t num_layers = 0;

@@ -1,6 +1,7 @@
 // FP8 E4M3 (OCP "E4M3FN": 1 sign, 4 exponent bits with bias 7, 3 mantissa bits; no infinities, NaN =
 // S.1111.111, largest finite 448) and the quantization numerics of tide's FP8 path (compressed-tensors'
 // FP8 checkpoints): one f32 scale per weight row or per activation token, scale = amax / 448 (1 when amax is 0),
+// per K or V vector of an FP8 KV cache the same rounded up to 4 significant bits (kv_scale_for_amax),
 // q = e4m3(x / scale) rounded to nearest even and saturated to +-448. Integer-only conversions and single
 // IEEE divisions, so the CPU reference, the checkpoint writer and the CUDA kernels (which include this header;
 // plain C++17) compute the same bits; the GPU's own cvt.rn.satfinite.e4m3x2.f32 rounds the same way.
@@ -57,15 +58,26 @@ TIDE_HD float scale_for_amax(float amax) { return amax > 0.0f ? amax / kE4M3Max 
 // A value quantized with `scale` (a single rounded division, then e4m3 rounding and saturation).
 TIDE_HD uint8_t quantize(float x, float scale) { return e4m3_from_float(x / scale); }
 
-// n values quantized with their own scale, scale_for_amax of their largest magnitude (NaNs do not count;
-// infinities do): codes[i] = quantize(x[i], scale). Returns the scale.
-TIDE_HD float quantize_row(const float* x, int64_t n, uint8_t* codes) {
+// The scale of a K or V vector in an FP8 KV cache: scale_for_amax rounded up to 4 significant bits (a 3-bit
+// mantissa, like a code's), so between 1 and 1.125 times amax / 448 and no code saturates. A code (4
+// significant bits) times such a scale has at most 8 significant bits: an exact bf16 value wherever it is a
+// normal one, which lets the GPU's prefill attention dequantize a tile in bf16 arithmetic without rounding.
+// The codes keep e4m3's relative precision (3 mantissa bits at every magnitude down to scale * 2^-6).
+TIDE_HD float kv_scale_for_amax(float amax) {
+  const uint32_t low = (1u << 20) - 1u;  // the 20 mantissa bits below the top 3
+  return float_of((bits_of(scale_for_amax(amax)) + low) & ~low);
+}
+
+// n values quantized with one scale of their largest magnitude (NaNs do not count; infinities do):
+// kv_scale_for_amax for a K or V vector (`kv`), else scale_for_amax; codes[i] = quantize(x[i], scale). Returns
+// the scale.
+TIDE_HD float quantize_row(const float* x, int64_t n, uint8_t* codes, bool kv = false) {
   float amax = 0.0f;
   for (int64_t i = 0; i < n; ++i) {
     const float a = x[i] < 0.0f ? -x[i] : x[i];
     if (a > amax) amax = a;
   }
-  const float scale = scale_for_amax(amax);
+  const float scale = kv ? kv_scale_for_amax(amax) : scale_for_amax(amax);
   for (int64_t i = 0; i < n; ++i) codes[i] = quantize(x[i], scale);
   return scale;
 }

@@ -28,12 +28,12 @@ struct AttentionCase {
   int64_t window;  // 0: global
 };
 
-// The values FP8 storage keeps of one head's vector x[0, d): e4m3(x / s) * s with s = amax / 448; its codes
+// The values FP8 storage keeps of one head's vector x[0, d): e4m3(x / s) * s with s = kv_scale_for_amax; its codes
 // and scale in `codes` / `scale` when given.
 void fp8_round_trip(float* x, int64_t d, uint8_t* codes = nullptr, float* scale = nullptr) {
   float amax = 0;
   for (int64_t i = 0; i < d; ++i) amax = std::max(amax, std::fabs(x[i]));
-  const float s = fp8::scale_for_amax(amax);
+  const float s = fp8::kv_scale_for_amax(amax);
   if (scale != nullptr) *scale = s;
   for (int64_t i = 0; i < d; ++i) {
     const uint8_t code = fp8::quantize(x[i], s);

@@ -119,5 +119,37 @@ TEST(Fp8, QuantizeRowTakesTheScaleOfItsLargestMagnitude) {
   EXPECT_EQ(zero_codes, std::vector<uint8_t>(7, 0x00));
 }
 
+// The KV cache's scale: amax / 448 rounded up to 4 significant bits, so no code saturates, the largest value
+// keeps a code of at least 448 / 1.125, and every code times the scale is an exact bf16 value (what the GPU's
+// prefill attention relies on to dequantize in bf16).
+TEST(Fp8, KvScaleHasFourSignificantBitsAndExactBf16Products) {
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> mantissa(1.0f, 2.0f);
+  std::vector<float> amaxes = {896.0f, 448.0f, 1.0f, 3.0f, 1e-3f, 0.1f, 65504.0f};
+  for (int e = -40; e <= 40; ++e) amaxes.push_back(std::ldexp(mantissa(rng), e));
+  for (float amax : amaxes) {
+    const float s = kv_scale_for_amax(amax), plain = scale_for_amax(amax);
+    EXPECT_GE(s, plain) << amax;
+    EXPECT_LT(double{s}, 1.125 * plain) << amax;
+    EXPECT_EQ(bits_of(s) & ((1u << 20) - 1u), 0u) << amax;  // a 3-bit mantissa
+    EXPECT_GE(e4m3_to_float(quantize(amax, s)), 384.0f) << amax;  // the e4m3 value just below 448 / 1.125
+    for (int c = 0; c < 256; ++c) {
+      const float code = e4m3_to_float(static_cast<uint8_t>(c));
+      if (std::isnan(code)) continue;
+      const double product = double{code} * s;
+      const auto f = static_cast<float>(product);
+      EXPECT_EQ(double{f}, product) << amax << " code " << c;
+      EXPECT_EQ(bits_of(f) & 0xFFFFu, 0u) << amax << " code " << c;  // bf16: the top 16 bits of an f32
+    }
+  }
+  EXPECT_EQ(kv_scale_for_amax(0.0f), 1.0f);
+  EXPECT_EQ(kv_scale_for_amax(896.0f), 2.0f);  // already 4 significant bits: unchanged
+  EXPECT_EQ(kv_scale_for_amax(900.0f), 2.25f);  // 900 / 448 = 2.0089...: up to the next 4-bit value
+  const std::vector<float> row = {0.5f, -900.0f, 3.0f};
+  std::vector<uint8_t> codes(row.size());
+  EXPECT_EQ(quantize_row(row.data(), 3, codes.data(), /*kv=*/true), 2.25f);
+  for (size_t i = 0; i < row.size(); ++i) EXPECT_EQ(codes[i], quantize(row[i], 2.25f)) << i;
+}
+
 }  // namespace
 }  // namespace tide

@@ -61,7 +61,7 @@ void CpuBackend::store_kv(KvStorage& kv, int64_t layer, const Tensor& qkv, const
       for (int64_t head = 0; head < shape.num_heads_kv; ++head) {
         const int64_t scale_at = scale_index(kv, layer, kv_idx, block, offset, head, shape.num_heads_kv);
         kv.scales.as<float>()[scale_at] =
-            fp8::quantize_row(x + head * d, d, static_cast<uint8_t*>(kv.data.data) + at + head * d);
+            fp8::quantize_row(x + head * d, d, static_cast<uint8_t*>(kv.data.data) + at + head * d, /*kv=*/true);
       }
     }
   }

@@ -1,7 +1,7 @@
 // The FP8 KV store of one token (--kv-cache-dtype fp8; backend.h, KvStorage), shared by the store kernel
 // (kv_fp8.cu) and the fused RoPE + store kernel (elementwise.cu): each head's K or V vector is written as E4M3
-// codes with its own scale, amax / 448, quantized as core/fp8.h does on the CPU (the same bits for the same
-// values).
+// codes with its own scale, fp8::kv_scale_for_amax, quantized as core/fp8.h does on the CPU (the same bits
+// for the same values).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -26,7 +26,7 @@ __device__ __forceinline__ void store_token_kv_fp8(uint8_t* codes, float* scales
     for (int64_t i = lane; i < head_dim; i += 32) amax = fmaxf(amax, fabsf(__bfloat162float(x[i])));
 #pragma unroll
     for (int o = 16; o > 0; o /= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-    const float scale = fp8::scale_for_amax(amax);
+    const float scale = fp8::kv_scale_for_amax(amax);
     const int64_t layer_kv = (block * num_layers + layer) * 2 + kv;
     uint8_t* dst = codes + (layer_kv * block_size + offset) * kv_size + head * head_dim;
     for (int64_t i = lane; i < head_dim; i += 32) dst[i] = fp8::quantize(__bfloat162float(x[i]), scale);

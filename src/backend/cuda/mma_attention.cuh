@@ -154,6 +154,25 @@ __device__ __forceinline__ uint4 widen8(uint32_t lo, uint32_t hi) {
   return make_uint4(widen_pair(lo, kLow), widen_pair(lo, kHigh), widen_pair(hi, kLow), widen_pair(hi, kHigh));
 }
 
+// widen_pair with the multiply by 2^120 replaced by one by `multiplier` (bf16x2 bits): the codes times
+// multiplier * 2^-120, rounded to bf16, in the same four instructions. With multiplier = scale * 2^(120 - c)
+// the values are the codes dequantized and scaled by 2^-c.
+__device__ __forceinline__ uint32_t widen_pair_scaled(uint32_t word, uint32_t selector, uint32_t multiplier) {
+  uint32_t t;
+  asm("prmt.b32 %0, %1, 0, %2;" : "=r"(t) : "r"(word), "r"(selector));
+  const uint32_t bits = (t << 4) & 0x87F087F0u;
+  const __nv_bfloat162 v = __hmul2(*reinterpret_cast<const __nv_bfloat162*>(&bits),
+                                   *reinterpret_cast<const __nv_bfloat162*>(&multiplier));
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+// widen8 times a multiplier (widen_pair_scaled).
+__device__ __forceinline__ uint4 widen8_scaled(uint32_t lo, uint32_t hi, uint32_t multiplier) {
+  constexpr uint32_t kLow = widen_selector(0, 1), kHigh = widen_selector(2, 3);
+  return make_uint4(widen_pair_scaled(lo, kLow, multiplier), widen_pair_scaled(lo, kHigh, multiplier),
+                    widen_pair_scaled(hi, kLow, multiplier), widen_pair_scaled(hi, kHigh, multiplier));
+}
+
 // Widens the kKeys rows of a landed FP8 stage's codes into the bf16 K and V tiles (widen8), spread over
 // kThreads threads. Consecutive threads take consecutive rows of one chunk: conflict-free reads of the padded
 // code rows and writes of the swizzled tiles.

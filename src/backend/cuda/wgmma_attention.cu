@@ -21,6 +21,8 @@
 #include <algorithm>
 #include <cfloat>
 
+#include <cuda_fp16.h>
+
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/prefill_attention.cuh"
 #include "backend/cuda/prefill_tiling.h"
@@ -29,12 +31,22 @@
 namespace tide::cuda::mma {
 namespace {
 
-// kFp8: an FP8 cache. The producer stages a tile's codes and scales with cp.async into a code buffer of their
-// own, widens the codes to exact bf16 values (widen8) into a stage's K and V tiles once the consumers have
-// released it, copies the scales beside them, then at once starts the next tile's copies into the code buffer:
-// a tile's loads run while the consumers work on the two tiles before it, and a released stage waits only for
-// the widening. The consumers multiply a key's scores by its K scale and its probabilities by its V scale, as
-// the mma.sync kernels do.
+// kFp8: an FP8 cache. S = Q K^T runs on FP8 wgmma over the K codes as they are stored: the producer copies
+// a tile's K codes straight into its stage (a key's 128 codes are one 128-byte row of the swizzle) and its K
+// scales beside it, and each consumer warpgroup splits its Q rows once per item into two e4m3 parts, high and
+// low, with a power of two per row (split_e4m3x2: high + low is the bf16 value, exactly or within 2^-17 of
+// the row's largest magnitude), so two FP8 products give the scores of bf16 Q against the codes;
+// the consumers multiply a key's scores by its K scale and the row's power of two back (in the softmax's
+// scale). V goes through a code buffer of its own: the producer stages a tile's V codes and scales there with
+// cp.async, dequantizes them into the stage's bf16 V tile once the consumers have released it, then at once
+// starts the next tile's copies: a tile's loads run while the consumers work on the two tiles before it. The
+// dequantization is a code times its key's scale times 2^-kFp8Shift (widen8_scaled: four instructions per two
+// codes), exact in bf16 because a KV scale has 4 significant bits (fp8::kv_scale_for_amax); the output's
+// normalization takes 2^kFp8Shift back (a power of two: exact). The shift keeps every multiplier,
+// scale * 2^(120 - kFp8Shift), within bf16's range for scales up to 2^71 (larger ones, V values past 2^79, are
+// clamped), and values down to 2^-62 normal (smaller ones round to bf16 subnormals).
+constexpr int kFp8Shift = 64;
+
 template <bool kFp8>
 struct WgmmaPrefillConfig {
   static constexpr int kD = 128;
@@ -44,11 +56,14 @@ struct WgmmaPrefillConfig {
   static constexpr int kKeys = 128;                    // keys per tile: one wgmma's N
   static constexpr int kStages = 2;  // a third fits in shared memory but was slower (the producer spills)
   static constexpr int kQBytes = kRows * kD * 2;
-  static constexpr int kTileBytes = kKeys * kD * 2;
-  static constexpr int kScaleBytes = kFp8 ? 2 * kKeys * 4 : 0;     // K scales, then V scales (f32)
-  static constexpr int kStageBytes = 2 * kTileBytes + kScaleBytes;  // K, V, scales
-  static constexpr int kCodeBytes = kKeys * kD;                      // FP8: one tile's K (or V) codes
-  static constexpr int kCodeBufferBytes = kFp8 ? 2 * kCodeBytes + kScaleBytes : 0;  // K codes, V codes, scales
+  static constexpr int kTileBytes = kKeys * kD * 2;                  // a bf16 tile
+  static constexpr int kCodeBytes = kKeys * kD;                      // a tile's codes
+  static constexpr int kKTileBytes = kFp8 ? kCodeBytes : kTileBytes;  // a stage's K: codes with FP8
+  static constexpr int kStageBytes = kKTileBytes + kTileBytes;       // K, V
+  static constexpr int kQSplitBytes = kFp8 ? 2 * kRows * kD : 0;     // FP8: Q's high parts, then its low parts
+  static constexpr int kCodeBufferBytes = kFp8 ? kCodeBytes + kKeys * 4 : 0;  // FP8: V codes, V scales
+  static constexpr int kKScaleBytes = kFp8 ? kStages * kKeys * 4 : 0;         // FP8: each stage's K scales
+  static constexpr int kRowScaleBytes = kFp8 ? kRows * 4 : 0;                 // FP8: each row's 2^-(power)
   static constexpr int kBarrierBytes = 2 * kStages * 8 + 2 * 8;  // full and empty per stage, Q's full and empty
   // Up to kStagedSeqs listed sequences' token counts are staged in shared memory, so that the work items of
   // sequences with fewer row tiles than the longest are skipped without a global load.
@@ -56,21 +71,46 @@ struct WgmmaPrefillConfig {
   static constexpr int kStagedBytes = kStagedSeqs * 4;
   static constexpr int kAlign = 1024;                  // the swizzle pattern repeats every 8 rows of 128 bytes
   static constexpr size_t kSmemBytes =
-      kAlign + kQBytes + kStages * kStageBytes + kCodeBufferBytes + kBarrierBytes + kStagedBytes;
-  static constexpr int kProducerRegisters = 64;
-  static constexpr int kConsumerRegisters = 216;       // 128 x 64 + 256 x 216 <= 64K registers per SM
-  static_assert(kStageBytes % kAlign == 0, "every stage's tiles keep the swizzle's alignment");
+      kAlign + kQBytes + kStages * kStageBytes + kQSplitBytes + kCodeBufferBytes + kKScaleBytes + kRowScaleBytes +
+      kBarrierBytes + kStagedBytes;
+  static constexpr int kProducerRegisters = 72;   // the launch's 168 per thread: (168 - 72) 128 = (216 - 168) 256
+  static constexpr int kConsumerRegisters = 216;  // 128 x 72 + 256 x 216 <= 64K registers per SM
+  static_assert(kStageBytes % kAlign == 0 && kKTileBytes % kAlign == 0, "every tile keeps the swizzle's alignment");
   static_assert(kSmemBytes <= 227 * 1024, "fits in an SM's shared memory");
 };
 
-// Multiplies the scores (v = 0) or probabilities (v = 1) of a thread's accumulator fragments by their keys'
-// K or V scales: s[4 j + 2 h + e] is key 8 j + 2 (lane % 4) + e of the tile.
+// Multiplies the scores of a thread's accumulator fragments by their keys' K scales: s[4 j + 2 h + e] is key
+// 8 j + 2 (lane % 4) + e of the tile.
 __device__ __forceinline__ void scale_by_keys(float (&s)[64], uint32_t scales, int lane) {
 #pragma unroll
   for (int j = 0; j < 16; ++j) {
     const float2 scale = lds_f32x2(scales + (8 * j + 2 * (lane % 4)) * 4);
     s[4 * j] *= scale.x, s[4 * j + 1] *= scale.y, s[4 * j + 2] *= scale.x, s[4 * j + 3] *= scale.y;
   }
+}
+
+// Two bf16 values (bf16x2 bits) times `up` (a power of two that takes the row's largest magnitude into
+// (224, 448]) as two e4m3 pairs: hi = e4m3(x), lo = e4m3(x - hi), each pair's first value in the low byte.
+// A bf16 value has 8 significant bits and hi keeps the top 4 rounded, so x - hi has at most 4 and is an
+// e4m3 value wherever it is a normal one: hi + lo = x exactly, and where x - hi falls among e4m3's
+// subnormals (below 2^-6) within 2^-10, under 2^-17 of the largest magnitude.
+__device__ __forceinline__ void split_e4m3x2(uint32_t bf16x2, float up, uint32_t& hi, uint32_t& lo) {
+  const float x0 = __uint_as_float(bf16x2 << 16) * up, x1 = __uint_as_float(bf16x2 & 0xFFFF0000u) * up;
+  uint16_t h, l;
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(h) : "f"(x1), "f"(x0));
+  uint32_t back;  // hi as f16x2 (exact)
+  asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(back) : "h"(h));
+  const float2 b = __half22float2(*reinterpret_cast<const __half2*>(&back));
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(l) : "f"(x1 - b.y), "f"(x0 - b.x));
+  hi = h, lo = l;
+}
+
+// The bf16x2 multiplier of widen8_scaled for a key's scale: scale * 2^(120 - kFp8Shift) in both halves,
+// clamped to bf16's largest finite value.
+__device__ __forceinline__ uint32_t fp8_tile_multiplier(float scale) {
+  const float m = fminf(scale * 0x1p56f, 3.3895314e38f);
+  static_assert(120 - kFp8Shift == 56, "the multiplier's power of two");
+  return pack_bf16(m, m);
 }
 
 // Where code chunk c (16 bytes) of row r sits in its 128-byte row of the FP8 code buffer: an odd row's two
@@ -96,8 +136,11 @@ __global__ void __launch_bounds__(WgmmaPrefillConfig<kFp8>::kThreads, 1)
   const uint32_t base = (smem_addr(smem_raw) + C::kAlign - 1) / C::kAlign * C::kAlign;
   const uint32_t q_tile = base;
   const uint32_t stages = base + C::kQBytes;
-  const uint32_t code_buffer = stages + C::kStages * C::kStageBytes;  // FP8 only
-  const uint32_t full_bar = code_buffer + C::kCodeBufferBytes;
+  const uint32_t q_split = stages + C::kStages * C::kStageBytes;  // FP8 only, as the next four
+  const uint32_t code_buffer = q_split + C::kQSplitBytes;
+  const uint32_t k_scales = code_buffer + C::kCodeBufferBytes;
+  const uint32_t row_scales = k_scales + C::kKScaleBytes;
+  const uint32_t full_bar = row_scales + C::kRowScaleBytes;
   const uint32_t empty_bar = full_bar + C::kStages * 8;
   const uint32_t q_full = empty_bar + C::kStages * 8, q_empty = q_full + 8;
   const int tid = static_cast<int>(threadIdx.x);
@@ -129,7 +172,8 @@ __global__ void __launch_bounds__(WgmmaPrefillConfig<kFp8>::kThreads, 1)
 
   if (tid == 0) {
     for (int s = 0; s < C::kStages; ++s) {
-      mbar_init(full_bar + 8 * s, 128);                      // every producer thread's copies
+      // Every producer thread's copies; with FP8 also every producer thread once its V is written.
+      mbar_init(full_bar + 8 * s, kFp8 ? 256 : 128);
       mbar_init(empty_bar + 8 * s, 4 * C::kConsumers);       // one arrival per consumer warp
     }
     mbar_init(q_full, 128);
@@ -208,30 +252,42 @@ __global__ void __launch_bounds__(WgmmaPrefillConfig<kFp8>::kThreads, 1)
           cache_row = next_row;
         }
       } else {
-        // Warp w copies, widens and signals keys [32 w, 32 w + 32) of a tile, so a warp waits for its own
-        // copies only; thread t stages key t's two scales. Zeros for keys not to read.
+        // Warp w copies and signals keys [32 w, 32 w + 32) of a tile, so a warp waits for its own copies only;
+        // thread t copies key t's K and V scales and turns the V scale into the widening's multiplier (in
+        // place). Zeros for keys not to read.
         const int64_t hkv_block = p.num_heads_kv * block_size;
         const uint8_t* head_codes = p.cache8 + kv_head * D + (lane % 8) * 16;
-        const uint32_t code_scales = code_buffer + 2 * C::kCodeBytes;
-        const auto stage_codes = [&](int row) {
-          const bool valid = row >= 0;
-          // Scales [block, layer, K / V, head, offset]: the key's cache row is (block * layers + layer) 2 bs + offset.
-          const uint32_t layer_kv = valid ? p.block_div.div(static_cast<uint32_t>(row)) : 0;
-          const int64_t at = valid ? (static_cast<int64_t>(layer_kv) * p.num_heads_kv + kv_head) * block_size +
-                                         static_cast<int>(p.block_div.mod(static_cast<uint32_t>(row), layer_kv))
-                                   : 0;
-          cp_async_4(code_scales + tid * 4, p.scales + at, valid);
-          cp_async_4(code_scales + (C::kKeys + tid) * 4, p.scales + at + hkv_block, valid);
+        const uint32_t v_scales = code_buffer + C::kCodeBytes;
+        // Scales [block, layer, K / V, head, offset]: a key's cache row is (block * layers + layer) 2 bs + offset,
+        // its K scale at (row / bs * Hkv + head) bs + offset, its V scale Hkv bs further.
+        const auto k_scale_at = [&](int row) {
+          const uint32_t layer_kv = p.block_div.div(static_cast<uint32_t>(row));
+          return (static_cast<int64_t>(layer_kv) * p.num_heads_kv + kv_head) * block_size +
+                 static_cast<int>(p.block_div.mod(static_cast<uint32_t>(row), layer_kv));
+        };
+        // The warp's keys' codes (K: kv = 0, V: kv = 1) to `to`, key k's 16-byte chunk c at offset(k, c).
+        const auto copy_codes = [&](int row, int kv, uint32_t to, auto offset) {
 #pragma unroll
           for (int i = 0; i < 8; ++i) {
             const int r = 4 * i + lane / 8;  // the warp's row
             const int src_row = __shfl_sync(0xffffffffu, row, r);
             const bool row_valid = src_row >= 0;
-            const uint8_t* src = row_valid ? head_codes + static_cast<int64_t>(src_row) * kv_size : p.cache8;
-            const uint32_t at_smem = code_buffer + (32 * warp + r) * 128 + code_chunk_offset(r, lane % 8);
-            cp_async_16(at_smem, src, row_valid);
-            cp_async_16(at_smem + C::kCodeBytes, row_valid ? src + block_size * kv_size : src, row_valid);
+            const uint8_t* src = row_valid ? head_codes + (static_cast<int64_t>(src_row) + kv * block_size) * kv_size
+                                           : p.cache8;
+            cp_async_16(to + offset(32 * warp + r, lane % 8), src, row_valid);
           }
+        };
+        // K: codes into the stage in the wgmma swizzle, scales beside it.
+        const auto copy_k = [&](int row, uint32_t k_tile, uint32_t k_scale) {
+          const bool valid = row >= 0;
+          cp_async_4(k_scale + tid * 4, p.scales + (valid ? k_scale_at(row) : 0), valid);
+          copy_codes(row, 0, k_tile, [](int key, int c) { return static_cast<uint32_t>(key * 128 + ((c ^ (key % 8)) << 4)); });
+        };
+        // V: codes and scales into the code buffer.
+        const auto stage_v = [&](int row) {
+          const bool valid = row >= 0;
+          cp_async_4(v_scales + tid * 4, p.scales + (valid ? k_scale_at(row) + hkv_block : 0), valid);
+          copy_codes(row, 1, code_buffer, [](int key, int c) { return key * 128 + code_chunk_offset(key, c); });
         };
         // Each pass widens 4 rows of the warp's keys: lane l takes code chunk c = 4 ((l / 8) % 2) + l % 4 (16
         // codes: bf16 chunks 2c and 2c + 1, of panel c / 4) of row 2 (l / 16) + (l / 4) % 2. The 8 lanes of a
@@ -240,34 +296,31 @@ __global__ void __launch_bounds__(WgmmaPrefillConfig<kFp8>::kThreads, 1)
         // code_chunk_offset).
         const int pair_row = 2 * (lane / 16) + (lane / 4) % 2, c = 4 * ((lane / 8) % 2) + lane % 4;
         int cache_row = cache_row_of(0);
-        stage_codes(cache_row);  // the code buffer is free: the last item's tiles are widened
+        stage_v(cache_row);  // the code buffer is free: the last item's tiles are widened
         load_q();
         for (int it = 0; it < num_tiles; ++it, ++ring) {
           const int stage = ring % C::kStages;
           const int next_row = cache_row_of(it + 1);
           asm volatile("cp.async.wait_all;" ::: "memory");
-          __syncwarp();  // the warp's codes landed
+          sts32(v_scales + tid * 4, fp8_tile_multiplier(__uint_as_float(lds32(v_scales + tid * 4))));
+          __syncwarp();  // the warp's V codes landed, its keys' multipliers are written
           if (ring >= C::kStages) mbar_wait(empty_bar + 8 * stage, ((ring / C::kStages) - 1) & 1);
-          const uint32_t k_tile = stages + stage * C::kStageBytes, v_tile = k_tile + C::kTileBytes;
-#pragma unroll
-          for (int v = 0; v < 2; ++v) {
-            const uint32_t tile = v == 0 ? k_tile : v_tile;
+          const uint32_t k_tile = stages + stage * C::kStageBytes, v_tile = k_tile + C::kKTileBytes;
+          copy_k(cache_row, k_tile, k_scales + stage * C::kKeys * 4);
+          cp_async_arrive_noinc(full_bar + 8 * stage);
 #pragma unroll 4
-            for (int i = 0; i < 8; ++i) {
-              const int r = 32 * warp + 4 * i + pair_row;
-              const uint4 codes = lds128(code_buffer + v * C::kCodeBytes + r * 128 + code_chunk_offset(r, c));
-              sts128(tile + wgmma::panel_offset<C::kKeys>(r, 2 * c), widen8(codes.x, codes.y));
-              sts128(tile + wgmma::panel_offset<C::kKeys>(r, 2 * c + 1), widen8(codes.z, codes.w));
-            }
+          for (int i = 0; i < 8; ++i) {
+            const int r = 32 * warp + 4 * i + pair_row;
+            const uint4 codes = lds128(code_buffer + r * 128 + code_chunk_offset(r, c));
+            const uint32_t multiplier = lds32(v_scales + r * 4);
+            sts128(v_tile + wgmma::panel_offset<C::kKeys>(r, 2 * c), widen8_scaled(codes.x, codes.y, multiplier));
+            sts128(v_tile + wgmma::panel_offset<C::kKeys>(r, 2 * c + 1), widen8_scaled(codes.z, codes.w, multiplier));
           }
-          const uint32_t scales = v_tile + C::kTileBytes;
-          sts32(scales + tid * 4, lds32(code_scales + tid * 4));
-          sts32(scales + (C::kKeys + tid) * 4, lds32(code_scales + (C::kKeys + tid) * 4));
           __syncwarp();  // every lane read the warp's codes before any lane copies the next tile's over them
-          // The tiles were written by ordinary stores; the consumers' wgmma reads them through the async proxy.
+          // The V tile was written by ordinary stores; the consumers' wgmma reads it through the async proxy.
           asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
           mbar_arrive(full_bar + 8 * stage);
-          if (it + 1 < num_tiles) stage_codes(next_row);
+          if (it + 1 < num_tiles) stage_v(next_row);
           cache_row = next_row;
         }
       }
@@ -284,8 +337,13 @@ __global__ void __launch_bounds__(WgmmaPrefillConfig<kFp8>::kThreads, 1)
   const int warp = ctid / 32, lane = ctid % 32;
   // This thread's rows of the tile: wg_row + lane / 4 (+ 8), wg_row = 64 consumer + 16 warp.
   const int wg_row = 64 * consumer + 16 * warp;
-  // Q's descriptors: this warpgroup's 64 rows, k-step kk at dims 16 kk .. (panel kk / 4, 32 bytes per step).
+  // With FP8, the V tiles' values are 2^-kFp8Shift of the keys' (a power of two: the same outputs).
+  constexpr float kOutScale = kFp8 ? 0x1p64f : 1.0f;
+  static_assert(kFp8Shift == 64, "the output's power of two");
+  // Q's descriptors: this warpgroup's 64 rows, k-step kk at dims 16 kk .. (panel kk / 4, 32 bytes per step);
+  // with FP8, the rows' high and low parts, k-step kk at dims 32 kk .. (32 bytes per step).
   const uint32_t q_rows = q_tile + 64 * consumer * 128;
+  const uint32_t q_hi = q_split + 64 * consumer * 128, q_lo = q_hi + C::kRows * 128;
   int ring = 0, served = 0;
   for (int item = static_cast<int>(blockIdx.x); item < num_items; item += static_cast<int>(gridDim.x)) {
     PrefillItem work;
@@ -302,31 +360,90 @@ __global__ void __launch_bounds__(WgmmaPrefillConfig<kFp8>::kThreads, 1)
     for (int i = 0; i < 64; ++i) o[i] = 0.0f;
     float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
     mbar_wait(q_full, served & 1);
+    // The softmax's scale of the thread's two rows (with FP8, times the row's power of two back).
+    float row_scale_log2[2] = {pp.scale_log2, pp.scale_log2};
+    if constexpr (kFp8) {
+      // Thread t splits row 64 consumer + t / 2's half t % 2 (64 dims: bf16 chunks 8 (t % 2) ..) into q_hi and
+      // q_lo (split_e4m3x2), with the power of two that takes the row's largest magnitude into (224, 448].
+      const int r = 64 * consumer + ctid / 2, half = ctid % 2;
+      float amax = 0.0f;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        const uint4 w = lds128(q_tile + wgmma::panel_offset<C::kRows>(r, 8 * half + j));
+        for (const uint32_t x : {w.x, w.y, w.z, w.w}) {
+          amax = fmaxf(amax, fmaxf(fabsf(__uint_as_float(x << 16)), fabsf(__uint_as_float(x & 0xFFFF0000u))));
+        }
+      }
+      amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
+      int power = 0;  // amax * 2^power in (224, 448] (0 for a zero row; within +-120, so both are normal)
+      if (amax > 0.0f) {
+        const uint32_t bits = __float_as_uint(amax);
+        power = min(max(((bits & 0x7FFFFFu) > 0x600000u ? 7 : 8) - (static_cast<int>(bits >> 23) - 127), -120), 120);
+      }
+      const float up = __uint_as_float(static_cast<uint32_t>(power + 127) << 23);
+      if (half == 0) sts32(row_scales + r * 4, static_cast<uint32_t>(127 - power) << 23);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        // FP8 chunk 4 half + j: dims 16 (4 half + j) .., the bf16 chunks 8 half + 2 j and the next.
+        const uint4 w0 = lds128(q_tile + wgmma::panel_offset<C::kRows>(r, 8 * half + 2 * j));
+        const uint4 w1 = lds128(q_tile + wgmma::panel_offset<C::kRows>(r, 8 * half + 2 * j + 1));
+        const uint32_t words[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
+        uint32_t hi[4], lo[4];
+#pragma unroll
+        for (int m = 0; m < 4; ++m) {
+          uint32_t h0, l0, h1, l1;
+          split_e4m3x2(words[2 * m], up, h0, l0);
+          split_e4m3x2(words[2 * m + 1], up, h1, l1);
+          hi[m] = h0 | (h1 << 16), lo[m] = l0 | (l1 << 16);
+        }
+        const uint32_t at = r * 128 + (((4 * half + j) ^ (r % 8)) << 4);
+        sts128(q_split + at, make_uint4(hi[0], hi[1], hi[2], hi[3]));
+        sts128(q_split + C::kRows * 128 + at, make_uint4(lo[0], lo[1], lo[2], lo[3]));
+      }
+      // The parts were written by ordinary stores, for the warpgroup's wgmma (the async proxy).
+      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+      asm volatile("bar.sync %0, 128;" ::"r"(1 + consumer) : "memory");
+      if (lane == 0) mbar_arrive(q_empty);  // the item's Q tile is read
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        row_scale_log2[h] *= __uint_as_float(lds32(row_scales + (wg_row + lane / 4 + 8 * h) * 4));
+      }
+    }
 
     for (int it = 0; it < num_tiles; ++it, ++ring) {
       const int stage = ring % C::kStages;
       mbar_wait(full_bar + 8 * stage, (ring / C::kStages) & 1);
-      const uint32_t k_tile = stages + stage * C::kStageBytes, v_tile = k_tile + C::kTileBytes;
+      const uint32_t k_tile = stages + stage * C::kStageBytes, v_tile = k_tile + C::kKTileBytes;
       const int k0 = key_lo + it * C::kKeys;
 
       // S = Q K^T over the 128 dims.
       float s[64];
       wgmma::fence();
+      if constexpr (kFp8) {
+        // The high parts' products, then the low parts' added: 4 k-steps of 32 dims each.
 #pragma unroll
-      for (int kk = 0; kk < D / 16; ++kk) {
-        const uint32_t panel = kk / 4, step = (kk % 4) * 32;
-        const uint64_t a = wgmma::desc_sw128(q_rows + panel * C::kRows * 128 + step, 16, 1024);
-        const uint64_t b = wgmma::desc_sw128(k_tile + panel * C::kKeys * 128 + step, 16, 1024);
-        wgmma::m64n128k16_ss(s, a, b, kk > 0);
+        for (int kk = 0; kk < 2 * D / 32; ++kk) {
+          const uint64_t a = wgmma::desc_sw128((kk < 4 ? q_hi : q_lo) + (kk % 4) * 32, 16, 1024);
+          const uint64_t b = wgmma::desc_sw128(k_tile + (kk % 4) * 32, 16, 1024);
+          wgmma::m64k32_e4m3<128>(s, a, b, kk > 0);
+        }
+      } else {
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk) {
+          const uint32_t panel = kk / 4, step = (kk % 4) * 32;
+          const uint64_t a = wgmma::desc_sw128(q_rows + panel * C::kRows * 128 + step, 16, 1024);
+          const uint64_t b = wgmma::desc_sw128(k_tile + panel * C::kKeys * 128 + step, 16, 1024);
+          wgmma::m64n128k16_ss(s, a, b, kk > 0);
+        }
       }
       wgmma::commit_group();
       wgmma::wait_group<0>();
       wgmma::hold(s);
-      if (it == num_tiles - 1) {
+      if (!kFp8 && it == num_tiles - 1) {
         __syncwarp();
         if (lane == 0) mbar_arrive(q_empty);  // the item's last product with Q is done
       }
-      if constexpr (kFp8) scale_by_keys(s, v_tile + C::kTileBytes, lane);
+      if constexpr (kFp8) scale_by_keys(s, k_scales + stage * C::kKeys * 4, lane);
 
       // Mask only tiles that some row does not see whole: past the first row's position, or before the last
       // row's window start.
@@ -362,28 +479,32 @@ __global__ void __launch_bounds__(WgmmaPrefillConfig<kFp8>::kThreads, 1)
         // A row with no visible key yet keeps max -inf; subtract 0 then so exp gives 0, not NaN.
         // Unfused products: when the maximum did not change, the correction is exactly 1 (a wholly masked tile
         // leaves a row's state exactly as it was).
-        const float base_exp = mx == -INFINITY ? 0.0f : __fmul_rn(mx, pp.scale_log2);
-        const float correction = ex2(__fmul_rn(row_max[h], pp.scale_log2) - base_exp);
+        const float scale_log2 = row_scale_log2[h];
+        const float base_exp = mx == -INFINITY ? 0.0f : __fmul_rn(mx, scale_log2);
+        const float correction = ex2(__fmul_rn(row_max[h], scale_log2) - base_exp);
         row_max[h] = mx;
         float sum = 0.0f;
 #pragma unroll
         for (int j = 0; j < C::kKeys / 8; ++j) {
-          s[4 * j + 2 * h] = ex2(fmaf(s[4 * j + 2 * h], pp.scale_log2, -base_exp));
-          s[4 * j + 2 * h + 1] = ex2(fmaf(s[4 * j + 2 * h + 1], pp.scale_log2, -base_exp));
+          s[4 * j + 2 * h] = ex2(fmaf(s[4 * j + 2 * h], scale_log2, -base_exp));
+          s[4 * j + 2 * h + 1] = ex2(fmaf(s[4 * j + 2 * h + 1], scale_log2, -base_exp));
           sum += s[4 * j + 2 * h] + s[4 * j + 2 * h + 1];
         }
         row_sum[h] = row_sum[h] * correction + sum;
         corrections[h] = correction;
       }
+      // A row whose maximum stayed has correction exactly 1: a warp none of whose rows' maxima moved skips the
+      // rescaling (most tiles of a long row, past its first few), with the same result.
+      if (__any_sync(0xffffffffu, corrections[0] != 1.0f || corrections[1] != 1.0f)) {
 #pragma unroll
-      for (int j = 0; j < D / 8; ++j) {
-        o[4 * j] *= corrections[0];
-        o[4 * j + 1] *= corrections[0];
-        o[4 * j + 2] *= corrections[1];
-        o[4 * j + 3] *= corrections[1];
+        for (int j = 0; j < D / 8; ++j) {
+          o[4 * j] *= corrections[0];
+          o[4 * j + 1] *= corrections[0];
+          o[4 * j + 2] *= corrections[1];
+          o[4 * j + 3] *= corrections[1];
+        }
       }
 
-      if constexpr (kFp8) scale_by_keys(s, v_tile + C::kTileBytes + C::kKeys * 4, lane);  // sums stay unscaled
       // O += P V: keys 16 kk .. 16 kk + 15 are S columns 16 kk + 2 (lane % 4) (+ 1, + 8, + 9), the A fragment.
       uint32_t pa[C::kKeys / 16][4];
 #pragma unroll
@@ -417,7 +538,7 @@ __global__ void __launch_bounds__(WgmmaPrefillConfig<kFp8>::kThreads, 1)
       l += __shfl_xor_sync(0xffffffffu, l, 2);
       const int row = row0 + wg_row + lane / 4 + 8 * h;
       if (row >= num_rows) continue;
-      const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+      const float inv = l > 0.0f ? kOutScale / l : 0.0f;
       bf16* out = p.out + static_cast<int64_t>(seq_begin + row / group) * p.num_heads * D +
                   (kv_head * group + row % group) * D + 2 * (lane % 4);
 #pragma unroll
