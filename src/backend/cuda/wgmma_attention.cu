@@ -73,8 +73,8 @@ struct WgmmaPrefillConfig {
   static constexpr size_t kSmemBytes =
       kAlign + kQBytes + kStages * kStageBytes + kQSplitBytes + kCodeBufferBytes + kKScaleBytes + kRowScaleBytes +
       kBarrierBytes + kStagedBytes;
-  static constexpr int kProducerRegisters = 72;   // the launch's 168 per thread: (168 - 72) 128 = (216 - 168) 256
-  static constexpr int kConsumerRegisters = 216;  // 128 x 72 + 256 x 216 <= 64K registers per SM
+  static constexpr int kProducerRegisters = 88;   // the launch's 168 per thread: (168 - 88) 128 = (208 - 168) 256
+  static constexpr int kConsumerRegisters = 208;  // 128 x 88 + 256 x 208 <= 64K registers per SM
   static_assert(kStageBytes % kAlign == 0 && kKTileBytes % kAlign == 0, "every tile keeps the swizzle's alignment");
   static_assert(kSmemBytes <= 227 * 1024, "fits in an SM's shared memory");
 };
