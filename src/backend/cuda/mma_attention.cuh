@@ -133,30 +133,9 @@ constexpr uint32_t widen_selector(int lo, int hi) {
   return static_cast<uint32_t>(((8 | hi) << 12) | (hi << 8) | ((8 | lo) << 4) | lo);
 }
 
-// Two FP8 E4M3 codes of `word` as a pair of exact bf16 values (bf16x2 bits), bytes `lo` and `hi`
-// (selector = widen_selector(lo, hi)). Shifting a half holding the sign-extended code left by 4 puts the code's
-// sign at bf16's sign bit and its exponent and mantissa bits at bf16's (the bits between are the sign's copies,
-// masked off), which reads as the code times 2^-120 (a subnormal code as a bf16 subnormal); one bf16 multiply
-// by 2^120 makes it the code, exactly. Four instructions (prmt, shift, and, bf16x2 multiply), no conversion
-// instruction (cvt runs at a quarter rate).
-__device__ __forceinline__ uint32_t widen_pair(uint32_t word, uint32_t selector) {
-  const __nv_bfloat162 two_120 = __halves2bfloat162(__ushort_as_bfloat16(0x7B80), __ushort_as_bfloat16(0x7B80));
-  uint32_t t;
-  asm("prmt.b32 %0, %1, 0, %2;" : "=r"(t) : "r"(word), "r"(selector));
-  const uint32_t bits = (t << 4) & 0x87F087F0u;
-  const __nv_bfloat162 v = __hmul2(*reinterpret_cast<const __nv_bfloat162*>(&bits), two_120);
-  return *reinterpret_cast<const uint32_t*>(&v);
-}
-
-// 8 codes (two words) as 8 exact bf16 values in order (one 16-byte chunk of a tile row).
-__device__ __forceinline__ uint4 widen8(uint32_t lo, uint32_t hi) {
-  constexpr uint32_t kLow = widen_selector(0, 1), kHigh = widen_selector(2, 3);
-  return make_uint4(widen_pair(lo, kLow), widen_pair(lo, kHigh), widen_pair(hi, kLow), widen_pair(hi, kHigh));
-}
-
-// widen_pair with the multiply by 2^120 replaced by one by `multiplier` (bf16x2 bits): the codes times
-// multiplier * 2^-120, rounded to bf16, in the same four instructions. With multiplier = scale * 2^(120 - c)
-// the values are the codes dequantized and scaled by 2^-c.
+// Two FP8 E4M3 codes of `word` (bytes `lo` and `hi`, selector = widen_selector(lo, hi)) times multiplier *
+// 2^-120 (bf16x2 bits), rounded to bf16: the bits of widen_pair below multiplied by `multiplier` instead of 2^120.
+// With multiplier = scale * 2^(120 - c) the values are the codes dequantized and scaled by 2^-c.
 __device__ __forceinline__ uint32_t widen_pair_scaled(uint32_t word, uint32_t selector, uint32_t multiplier) {
   uint32_t t;
   asm("prmt.b32 %0, %1, 0, %2;" : "=r"(t) : "r"(word), "r"(selector));
@@ -164,6 +143,22 @@ __device__ __forceinline__ uint32_t widen_pair_scaled(uint32_t word, uint32_t se
   const __nv_bfloat162 v = __hmul2(*reinterpret_cast<const __nv_bfloat162*>(&bits),
                                    *reinterpret_cast<const __nv_bfloat162*>(&multiplier));
   return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+// Two FP8 E4M3 codes of `word` as a pair of exact bf16 values (bf16x2 bits), bytes `lo` and `hi`
+// (selector = widen_selector(lo, hi)). Shifting a half holding the sign-extended code left by 4 puts the code's
+// sign at bf16's sign bit and its exponent and mantissa bits at bf16's (the bits between are the sign's copies,
+// masked off), which reads as the code times 2^-120 (a subnormal code as a bf16 subnormal); one bf16 multiply
+// by 2^120 makes it the code, exactly. Four instructions (prmt, shift, and, bf16x2 multiply), no conversion
+// instruction (cvt runs at a quarter rate).
+__device__ __forceinline__ uint32_t widen_pair(uint32_t word, uint32_t selector) {
+  return widen_pair_scaled(word, selector, 0x7B807B80u);  // 2^120 in both halves
+}
+
+// 8 codes (two words) as 8 exact bf16 values in order (one 16-byte chunk of a tile row).
+__device__ __forceinline__ uint4 widen8(uint32_t lo, uint32_t hi) {
+  constexpr uint32_t kLow = widen_selector(0, 1), kHigh = widen_selector(2, 3);
+  return make_uint4(widen_pair(lo, kLow), widen_pair(lo, kHigh), widen_pair(hi, kLow), widen_pair(hi, kHigh));
 }
 
 // widen8 times a multiplier (widen_pair_scaled).
