@@ -28,8 +28,8 @@ struct AttentionCase {
   int64_t window;  // 0: global
 };
 
-// The values FP8 storage keeps of one head's vector x[0, d): e4m3(x / s) * s with s = kv_scale_for_amax; its codes
-// and scale in `codes` / `scale` when given.
+// The values FP8 storage keeps of one head's vector x[0, d): e4m3(x / s) * s with s = kv_scale_for_amax; its
+// codes and scale in `codes` / `scale` when given.
 void fp8_round_trip(float* x, int64_t d, uint8_t* codes = nullptr, float* scale = nullptr) {
   float amax = 0;
   for (int64_t i = 0; i < d; ++i) amax = std::max(amax, std::fabs(x[i]));

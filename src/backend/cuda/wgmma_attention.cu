@@ -194,7 +194,9 @@ __global__ void __launch_bounds__(WgmmaPrefillConfig<kFp8>::kThreads, 1)
         const auto copy_k = [&](int row, uint32_t k_tile, uint32_t k_scale) {
           const bool valid = row >= 0;
           cp_async_4(k_scale + tid * 4, p.scales + (valid ? k_scale_at(row) : 0), valid);
-          copy_codes(row, 0, k_tile, [](int key, int c) { return static_cast<uint32_t>(key * 128 + ((c ^ (key % 8)) << 4)); });
+          // The first panel of wgmma::panel_offset's layout: a key's 128 codes are one swizzled row.
+          copy_codes(row, 0, k_tile,
+                     [](int key, int c) { return static_cast<uint32_t>(key * 128 + ((c ^ (key % 8)) << 4)); });
         };
         // V: codes and scales into the code buffer.
         const auto stage_v = [&](int row) {

@@ -95,6 +95,8 @@ __device__ __forceinline__ uint32_t fp8_tile_multiplier(float scale) {
 
 // Where code chunk c (16 bytes) of row r sits in its 128-byte row of the FP8 code buffer: an odd row's two
 // halves swapped, so that two adjacent rows' same chunks fall in different bank groups.
-__device__ __forceinline__ uint32_t code_chunk_offset(int r, int c) { return static_cast<uint32_t>((c ^ ((r & 1) * 4)) * 16); }
+__device__ __forceinline__ uint32_t code_chunk_offset(int r, int c) {
+  return static_cast<uint32_t>((c ^ ((r & 1) * 4)) * 16);
+}
 
 }  // namespace tide::cuda::mma
