@@ -154,6 +154,8 @@ int main(int argc, char** argv) {
       ->delimiter(',');
   app.add_flag("--fp8-kv", flags.options.fp8_kv,
                "decode, prefill and attention: an FP8 KV cache (codes and a scale per head's vector)");
+  app.add_flag("--fp8-kv-codes", flags.options.fp8_kv_codes,
+               "prefill with --fp8-kv: the FP8 attention kernels on the codes, not the blocks dequantized to bf16");
   app.add_option("--fp8-variant", flags.options.fp8_variant,
                  "force this shape of the FP8 small-batch matmul (-1: chosen per matrix)");
   app.add_option("--fp8-wgmma-max-tokens", flags.options.fp8_wgmma_max_tokens,

@@ -39,6 +39,9 @@ struct BenchOptions {
   // decode and prefill: the most tokens a bf16 matmul runs on tide's small-batch kernel (-1: the backend's
   // rule; CudaBackend::set_bf16_small_matmul_max_tokens)
   int64_t bf16_small_max_tokens = -1;
+  // prefill over an FP8 cache (fp8_kv): the FP8 attention kernels on the codes instead of the blocks dequantized
+  // into bf16 scratch (CudaBackend::set_fp8_kv_prefill_dequantize), for A/B runs
+  bool fp8_kv_codes = false;
   bool baselines = true;  // decode: also each point without PDL, without overlap and with cuBLASLt's FP8
   std::vector<std::string> sections{"ceilings", "linear", "decode", "prefill", "attention", "sampling"};
 

@@ -60,6 +60,12 @@ struct DecodeFirstOrder {
 };
 DecodeFirstOrder decode_first_order(std::span<const int32_t> seq_starts);
 
+// Prefill attention over an FP8 KV cache may take up to this much scratch in one call: the CUDA backend
+// dequantizes the blocks a prefill reads into bf16 for its bf16 kernels where they fit (else its FP8 kernels
+// read the codes). The engine reserves it beside the arena when the cache is FP8 (at most what
+// max_num_seqs x max_model_len positions of one layer take in bf16).
+inline constexpr int64_t kFp8KvPrefillScratchBytes = int64_t{1} << 30;
+
 // The element type of the KV cache: the backend's activation dtype, or FP8 E4M3 with one scale per stored
 // vector (--kv-cache-dtype fp8).
 enum class KvCacheDtype { kAuto, kFp8 };

@@ -99,7 +99,14 @@ EngineOptions resolve_engine_options(EngineOptions options, const Cohere2Model& 
   const int64_t logit_rows = std::min(options.max_num_seqs * (1 + k), step_tokens);
   const bool draft = options.speculative && options.speculative->method == spec::SpeculativeConfig::Method::kDraftModel;
   const int64_t draft_rows = draft ? options.max_num_seqs * k : 0;
-  const int64_t reserve = (int64_t{1} << 30) +
+  // An FP8 cache's prefill attention may dequantize the blocks it reads (kFp8KvPrefillScratchBytes): at most
+  // max_num_seqs x max_model_len positions of one layer's K and V in bf16.
+  const int64_t dequant_scratch =
+      options.kv_cache_dtype == KvCacheDtype::kFp8
+          ? std::min(kFp8KvPrefillScratchBytes,
+                     options.max_num_seqs * options.max_model_len * 2 * c.kv_size() * 2)
+          : 0;
+  const int64_t reserve = (int64_t{1} << 30) + dequant_scratch +
                           step_tokens * (8 * c.hidden_size + c.qkv_size() + 3 * c.intermediate_size) * 4 +
                           (2 * logit_rows + draft_rows + 256) * c.vocab_size * 4;
   const int64_t used = memory->total - memory->free;  // the weights, mostly

@@ -5,12 +5,14 @@
 // tokens) and decode kernel (at most 8 per sequence, split over keys) at head_dim 64, 128 and 256 with 1 to
 // 12 query heads per KV head, and the generic CUDA-core kernel for other head_dims. With an FP8 cache
 // (--kv-cache-dtype fp8): the store writes the CPU's codes and scales bit for bit (the rows are bf16 values),
-// and both tensor-core kernels read them.
+// and both tensor-core kernels read them; prefill reads them dequantized into bf16 scratch (the default) and
+// as codes (the FP8 kernels), and the first is the bf16 kernel on the dequantized values bit for bit.
 #include <algorithm>
 #include <numeric>
 
 #include <fmt/format.h>
 
+#include "core/fp8.h"
 #include "gpu_test_util.h"
 
 namespace tide {
@@ -28,6 +30,9 @@ struct Case {
   // that reads any key outside the window, even from a listed block, shows NaN.
   bool null_released = true;
   bool fp8 = false;  // FP8 KV storage on both backends
+  // Every K and V head's values replaced by their FP8 round trip (codes times scale, as an FP8 cache holds
+  // them) before they are stored: a bf16 cache holding what an FP8 one dequantizes to.
+  bool round_trip_kv = false;
   cuda::PrefillAttentionKernel kernel = cuda::PrefillAttentionKernel::kAuto;  // at head_dim 128, bf16
 };
 
@@ -60,7 +65,15 @@ std::vector<float> run_case(const Case& c, uint32_t seed) {
     int32_t* table = tables.data() + s * static_cast<size_t>(max_blocks);
     for (int64_t b = 0; b * c.block_size < len; ++b) table[b] = physical[next++];
     for (int64_t p = 0; p < len; ++p) {
-      const std::vector<float> r = test::random_bf16_values(static_cast<size_t>(row), ++row_seed);
+      std::vector<float> r = test::random_bf16_values(static_cast<size_t>(row), ++row_seed);
+      if (c.round_trip_kv) {
+        std::vector<uint8_t> codes(static_cast<size_t>(d));
+        for (int64_t v = 0; v < 2 * hkv; ++v) {
+          float* x = r.data() + (hq + v) * d;
+          const float scale = fp8::quantize_row(x, d, codes.data(), /*kv=*/true);
+          for (int64_t i = 0; i < d; ++i) x[i] = fp8::e4m3_to_float(codes[static_cast<size_t>(i)]) * scale;
+        }
+      }
       all_rows.insert(all_rows.end(), r.begin(), r.end());
       all_slots.push_back(int64_t{table[p / c.block_size]} * c.block_size + p % c.block_size);
       if (p >= c.seqs[s].start_pos) {
@@ -135,6 +148,16 @@ std::vector<float> run_case(const Case& c, uint32_t seed) {
     const std::vector<float> one_kernel = test::to_f32(gpu, out_u);
     for (float v : one_kernel) EXPECT_TRUE(std::isfinite(v)) << "one kernel: the kernel read a released block";
     EXPECT_LT(test::rel_err(one_kernel, want), 2 * test::kBf16Rounding) << "one kernel for the mixed step";
+  }
+  if (c.fp8 && max_seq_tokens > 8) {
+    // The FP8 prefill kernels on the codes, which serve where the dequantized blocks would not fit.
+    gpu.set_fp8_kv_prefill_dequantize(false);
+    Tensor out_n = gpu.alloc(DType::kBF16, Shape{n_new, hq * d});
+    gpu.attention(out_n, qkv.gpu, kv_g, layer, batch_g, c.shape, c.window);
+    gpu.set_fp8_kv_prefill_dequantize(true);
+    const std::vector<float> codes = test::to_f32(gpu, out_n);
+    for (float v : codes) EXPECT_TRUE(std::isfinite(v)) << "FP8 kernels: the kernel read a released block";
+    EXPECT_LT(test::rel_err(codes, want), 2 * test::kBf16Rounding) << "the FP8 prefill kernels";
   }
   if (max_seq_tokens <= 8) {
     // The decode kernel's other builds (two CTAs per SM with deeper stages, three with shallower ones, and the
@@ -235,6 +258,28 @@ TEST(CudaAttention, PrefillBothKernelsOnRaggedChunksWindowsAndGroups) {
         c->fp8 = fp8;
         run_case(*c, 61);
       }
+    }
+  }
+}
+
+// Prefill over an FP8 cache dequantizes the blocks it reads exactly: its outputs are those of the bf16 kernel
+// over a bf16 cache holding the same values, bit for bit, at both kernels, with windows, groups, ragged chunks
+// over cached prefixes, block sizes that do not divide a tile and NaN in released blocks. (No decodes: the
+// decode kernel reads the codes, scaling scores and probabilities, which rounds otherwise.)
+TEST(CudaAttention, Fp8PrefillIsTheBf16KernelOnTheDequantizedValuesBitForBit) {
+  TIDE_REQUIRE_GPU();
+  using K = cuda::PrefillAttentionKernel;
+  for (const K kernel : {K::kWgmma, K::kMmaSync}) {
+    SCOPED_TRACE(kernel == K::kWgmma ? "wgmma" : "mma.sync");
+    Case global{{{0, 300}, {500, 140}, {30, 12}}, 16, 0, {16, 4, 128}};
+    Case window{{{0, 400}, {1200, 260}}, 5, 300, {24, 2, 128}, false};
+    Case head_64{{{90, 77}, {0, 30}}, 3, 40, {8, 2, 64}};
+    for (Case* c : {&global, &window, &head_64}) {
+      c->kernel = kernel;
+      Case fp8 = *c, bf16 = *c;
+      fp8.fp8 = true;
+      bf16.round_trip_kv = true;
+      EXPECT_EQ(run_case(fp8, 81), run_case(bf16, 81)) << "window " << c->window << ", head_dim " << c->shape.head_dim;
     }
   }
 }

@@ -3,7 +3,8 @@
 // before the first one any row sees is read; the tiles a row meets do not depend on which row tile it falls in
 // (what makes a prompt's outputs independent of its chunking); a tile goes unmasked exactly when every row sees
 // all of its keys. The persistent kernel's work items cover every row of every sequence and head exactly once,
-// in the order that starts the rows seeing the most keys first.
+// in the order that starts the rows seeing the most keys first. The blocks an FP8 cache's prefill dequantizes
+// hold every key any row tile of the sequence reads, and the host's bound on their count holds and is reached.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -142,6 +143,47 @@ TEST(PrefillTiling, WorkItemsCoverEveryRowOnceTheLastRowTilesFirst) {
     const int last_row = longest * group - 1;
     ASSERT_TRUE(prefill_rank_row0(0, tiles_per_seq, rows) <= last_row &&
                 last_row < prefill_rank_row0(0, tiles_per_seq, rows) + rows);
+  }
+}
+
+// prefill_key_blocks covers every key any row tile of the sequence reads (prefill_tiles per row tile, whatever
+// the cut), reads nothing past it, and prefill_key_blocks_bound bounds its count for every sequence the bound's
+// arguments allow, reaching it for some.
+TEST(PrefillTiling, DequantizedKeyBlocksHoldEveryKeyReadAndTheBoundHolds) {
+  for (const int block_size : {1, 3, 5, 16, 64}) {
+    for (const int window : kWindows) {
+      for (const int max_seq_tokens : {1, 9, 40, 130}) {
+        for (const int max_position : {0, 8, 63, 200, 517}) {
+          const long long bound = prefill_key_blocks_bound(max_position, max_seq_tokens, window, block_size);
+          long long most = 0;
+          for (int tokens = 1; tokens <= max_seq_tokens; ++tokens) {
+            for (int pos_last = tokens - 1; pos_last <= max_position; ++pos_last) {
+              const int pos_first = pos_last - tokens + 1;
+              const KeyBlocks kb = prefill_key_blocks(pos_first, pos_last, window, block_size);
+              SCOPED_TRACE(testing::Message() << "block " << block_size << " window " << window << " rows "
+                                              << pos_first << ".." << pos_last);
+              ASSERT_LE(kb.first, kb.last);
+              most = std::max<long long>(most, kb.last - kb.first + 1);
+              // Any row tile [a, b] of the sequence reads keys [first_read(a), b]: inside the blocks.
+              for (int a = pos_first; a <= pos_last; a += 7) {
+                const PrefillTiles t = prefill_tiles(a, pos_last, window, 64);
+                ASSERT_GE(t.first_read / block_size, kb.first);
+              }
+              ASSERT_EQ(prefill_tiles(pos_first, pos_last, window, 64).first_read / block_size, kb.first);
+              ASSERT_EQ(pos_last / block_size, kb.last);
+            }
+          }
+          ASSERT_LE(most, bound) << "block " << block_size << " window " << window << " tokens " << max_seq_tokens
+                                 << " position " << max_position;
+          // Reached: globally at the largest position; with a window where a range of window + tokens - 1 keys
+          // can start at a block's last key.
+          if (window == 0 || max_position >= window + max_seq_tokens + block_size) {
+            ASSERT_EQ(most, bound) << "block " << block_size << " window " << window << " tokens " << max_seq_tokens
+                                   << " position " << max_position;
+          }
+        }
+      }
+    }
   }
 }
 

@@ -119,6 +119,10 @@ class CudaBackend final : public Backend {
   // Which kernel serves prefill attention at head_dim 128 over a bf16 cache (kernels.h); for tests and
   // benchmarks comparing the two.
   void set_prefill_attention_kernel(cuda::PrefillAttentionKernel kernel) { prefill_kernel_ = kernel; }
+  // Whether prefill attention over an FP8 cache dequantizes the blocks it reads into bf16 scratch for the bf16
+  // kernels (on by default, where they fit in kFp8KvPrefillScratchBytes and no graph is being recorded) or
+  // runs the FP8 kernels on the codes; for tests and benchmarks covering both.
+  void set_fp8_kv_prefill_dequantize(bool on) { fp8_kv_prefill_dequantize_ = on; }
   // The decode attention kernel's CTAs per SM (kernels.h, DecodePlan): 0 chosen per launch (the default), 2 or 3
   // forced where the shape allows (tests covering both builds of the kernel, benchmarks comparing them).
   void set_decode_ctas_per_sm(int ctas) { decode_ctas_per_sm_ = ctas; }
@@ -167,6 +171,7 @@ class CudaBackend final : public Backend {
   int fp8_small_variant_ = -1;
   cuda::PrefillAttentionKernel prefill_kernel_ = cuda::PrefillAttentionKernel::kAuto;
   int decode_ctas_per_sm_ = 0;
+  bool fp8_kv_prefill_dequantize_ = true;
   // Ops go to stream_ (with workspace_ for cuBLASLt): the main stream's, or the side stream's between
   // side_begin() and side_end().
   cudaStream_t stream_ = nullptr;

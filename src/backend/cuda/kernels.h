@@ -304,6 +304,18 @@ DecodePlan mma_decode_plan(int64_t ctas, int64_t num_heads_kv, int64_t max_keys,
 void launch_mma_decode(const PagedAttentionParams& p, int64_t max_keys, int64_t max_seq_tokens, float* part_out,
                        float* part_ml, const DecodePlan& plan, cudaStream_t stream);
 
+// Prefill attention over an FP8 cache on the bf16 kernels (kv_fp8.cu): the K and V of layer p.layer in the table
+// columns each listed sequence of `p` reads (prefill_key_blocks in prefill_tiling.h), dequantized into `scratch`
+// [scratch_blocks, 2, block_size, Hkv * D] bf16 (one layer per block; sequence after sequence), and the listed
+// sequences' rows of `tables` [S, max_blocks] i32 pointing there (kNullBlock for every other column and for null
+// blocks). Exact wherever the value is a normal bf16 one: an E4M3 code and a KV scale (fp8::kv_scale_for_amax)
+// have 4 significant bits each. The bf16 kernels then read what the FP8 kernels read, as bf16 values.
+// scratch_blocks: at least kv_dequantize_scratch_blocks(p, max_position, max_seq_tokens), the host's bound on the
+// listed sequences' columns from the step's largest position and most new tokens of a sequence.
+int64_t kv_dequantize_scratch_blocks(const PagedAttentionParams& p, int64_t max_position, int64_t max_seq_tokens);
+void launch_kv_dequantize_for_prefill(const PagedAttentionParams& p, int64_t max_position, int64_t max_seq_tokens,
+                                      bf16* scratch, int64_t scratch_blocks, int32_t* tables, cudaStream_t stream);
+
 // Generic CUDA-core kernel (attention.cu), for head_dims the tensor-core kernels do not instantiate.
 // Whether the attention kernel handles this head_dim and number of query heads per KV head.
 bool paged_attention_supports(int64_t head_dim, int64_t group);

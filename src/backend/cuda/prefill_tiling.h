@@ -33,6 +33,32 @@ TIDE_HD bool prefill_needs_mask(int k0, int keys, int pos_first, int pos_max, in
   return k0 + keys - 1 > pos_first || (window != 0 && k0 < pos_max - window + 1);
 }
 
+// The blocks of a sequence's table that prefill attention reads, when its new tokens sit at positions
+// [pos_first, pos_last]: those holding keys [first_read, pos_last] (prefill_tiles' first_read for its first
+// token; every CTA of the sequence reads inside that range). Over an FP8 cache the CUDA backend dequantizes
+// these blocks into bf16 scratch for the bf16 kernels (kv_fp8.cu).
+struct KeyBlocks {
+  int first, last;  // table columns [first, last]
+};
+
+TIDE_HD KeyBlocks prefill_key_blocks(int pos_first, int pos_last, int window, int block_size) {
+  const int first_read = window == 0 ? 0 : (pos_first - window + 1 > 0 ? pos_first - window + 1 : 0);
+  return KeyBlocks{first_read / block_size, pos_last / block_size};
+}
+
+// The most blocks prefill_key_blocks gives a sequence of at most `max_seq_tokens` new tokens whose last
+// position is at most `max_position`: the host's bound when it sizes the scratch without the positions.
+TIDE_HD long long prefill_key_blocks_bound(long long max_position, long long max_seq_tokens, long long window,
+                                           long long block_size) {
+  const long long global = max_position / block_size + 1;
+  if (window == 0) return global;
+  // Keys [pos_first - window + 1, pos_last]: at most window + max_seq_tokens - 1 of them, which a range of
+  // consecutive keys covers with at most (keys + block_size - 2) / block_size + 1 blocks.
+  const long long keys = window + max_seq_tokens - 1;
+  const long long windowed = (keys + block_size - 2) / block_size + 1;
+  return windowed < global ? windowed : global;
+}
+
 // A launch's rows: each listed sequence's new tokens times the query heads of a KV head's group, cut into row
 // tiles of `rows` rows from the end, so that rank 0 is a sequence's last row tile (under a causal mask it sees
 // the most keys). Every sequence gets `tiles_per_seq` ranks (from the longest); ranks past a shorter
