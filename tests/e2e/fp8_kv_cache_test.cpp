@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <optional>
 
 #include "../test_util.h"
 #include "backend/cpu/cpu_backend.h"
@@ -77,6 +78,41 @@ TEST(Fp8KvCache, TheSameBudgetHoldsMoreBlocks) {
   EXPECT_GT(fp8_bytes, options.kv_cache_memory - bytes);  // the budget is used, not left over
   EXPECT_GT(plain_bytes, options.kv_cache_memory - model.kv_block_bytes(options.block_size));
   EXPECT_GT(fp8.num_blocks, 3 * plain.num_blocks);
+}
+
+// Where the backend reports its memory (a GPU), the KV budget leaves room beside the arena for prefill
+// attention's FP8 blocks dequantized to bf16: max_num_seqs x max_model_len positions of one layer's K and V,
+// at most kFp8KvPrefillScratchBytes; nothing with a bf16 cache.
+TEST(Fp8KvCache, AGpuBudgetReservesThePrefillScratch) {
+  struct Holder {
+    CpuBackend cpu;
+  };
+  struct WithMemory : Holder, ForwardingBackend {
+    WithMemory() : ForwardingBackend(cpu) {}
+    std::optional<MemoryInfo> memory_info() const override {
+      return MemoryInfo{int64_t{60} << 30, int64_t{80} << 30};
+    }
+  };
+  WithMemory backend;
+  const Cohere2Model model = Cohere2Model::load(fixture("cohere2-tiny"), backend);
+  const int64_t bf16_position = 2 * model.config().kv_size() * 2;  // K and V of one layer
+  // The budget an FP8 cache gives up against a bf16 one, with the same options.
+  const auto reserved = [&](EngineOptions options) {
+    options.kv_cache_dtype = KvCacheDtype::kAuto;
+    const int64_t plain = resolve_engine_options(options, model).kv_cache_memory;
+    options.kv_cache_dtype = KvCacheDtype::kFp8;
+    const EngineOptions fp8 = resolve_engine_options(options, model);
+    EXPECT_GT(fp8.kv_cache_memory, 0);
+    return plain - fp8.kv_cache_memory;
+  };
+  EngineOptions options;  // kv_cache_memory 0: from the memory the backend reports
+  options.max_num_seqs = 4;
+  options.max_model_len = 1000;
+  EXPECT_EQ(reserved(options), 4 * 1000 * bf16_position);
+  options.max_num_seqs = 1024;
+  options.max_model_len = 0;  // the model's 8192: 2 GiB of positions, more than the scratch takes
+  ASSERT_GT(1024 * model.config().max_position_embeddings * bf16_position, kFp8KvPrefillScratchBytes);
+  EXPECT_EQ(reserved(options), kFp8KvPrefillScratchBytes);
 }
 
 // The error an engine with `options` on `backend` refuses to start with ("" if it starts).
