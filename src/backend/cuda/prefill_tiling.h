@@ -19,9 +19,14 @@ struct PrefillTiles {
   int num_tiles;   // tiles [key_lo, key_lo + num_tiles * tile_keys) cover every key any row sees
 };
 
+// The first key the row at `pos_first` sees: its window's start (0 without a window or before it fills).
+TIDE_HD int prefill_first_read(int pos_first, int window) {
+  return window == 0 ? 0 : (pos_first - window + 1 > 0 ? pos_first - window + 1 : 0);
+}
+
 TIDE_HD PrefillTiles prefill_tiles(int pos_first, int pos_max, int window, int tile_keys) {
   PrefillTiles t{};
-  t.first_read = window == 0 ? 0 : (pos_first - window + 1 > 0 ? pos_first - window + 1 : 0);
+  t.first_read = prefill_first_read(pos_first, window);
   t.key_lo = t.first_read / tile_keys * tile_keys;
   t.num_tiles = (pos_max - t.key_lo) / tile_keys + 1;
   return t;
@@ -34,16 +39,15 @@ TIDE_HD bool prefill_needs_mask(int k0, int keys, int pos_first, int pos_max, in
 }
 
 // The blocks of a sequence's table that prefill attention reads, when its new tokens sit at positions
-// [pos_first, pos_last]: those holding keys [first_read, pos_last] (prefill_tiles' first_read for its first
-// token; every CTA of the sequence reads inside that range). Over an FP8 cache the CUDA backend dequantizes
+// [pos_first, pos_last]: those holding keys [prefill_first_read(pos_first), pos_last] (every CTA of the
+// sequence reads inside that range). Over an FP8 cache the CUDA backend dequantizes
 // these blocks into bf16 scratch for the bf16 kernels (kv_fp8.cu).
 struct KeyBlocks {
   int first, last;  // table columns [first, last]
 };
 
 TIDE_HD KeyBlocks prefill_key_blocks(int pos_first, int pos_last, int window, int block_size) {
-  const int first_read = window == 0 ? 0 : (pos_first - window + 1 > 0 ? pos_first - window + 1 : 0);
-  return KeyBlocks{first_read / block_size, pos_last / block_size};
+  return KeyBlocks{prefill_first_read(pos_first, window) / block_size, pos_last / block_size};
 }
 
 // The most blocks prefill_key_blocks gives a sequence of at most `max_seq_tokens` new tokens whose last
