@@ -12,7 +12,7 @@
 
 #include <fmt/format.h>
 
-#include "core/fp8.h"
+#include "../fp8_round_trip.h"
 #include "gpu_test_util.h"
 
 namespace tide {
@@ -67,12 +67,7 @@ std::vector<float> run_case(const Case& c, uint32_t seed) {
     for (int64_t p = 0; p < len; ++p) {
       std::vector<float> r = test::random_bf16_values(static_cast<size_t>(row), ++row_seed);
       if (c.round_trip_kv) {
-        std::vector<uint8_t> codes(static_cast<size_t>(d));
-        for (int64_t v = 0; v < 2 * hkv; ++v) {
-          float* x = r.data() + (hq + v) * d;
-          const float scale = fp8::quantize_row(x, d, codes.data(), /*kv=*/true);
-          for (int64_t i = 0; i < d; ++i) x[i] = fp8::e4m3_to_float(codes[static_cast<size_t>(i)]) * scale;
-        }
+        for (int64_t v = 0; v < 2 * hkv; ++v) test::fp8_round_trip(r.data() + (hq + v) * d, d);
       }
       all_rows.insert(all_rows.end(), r.begin(), r.end());
       all_slots.push_back(int64_t{table[p / c.block_size]} * c.block_size + p % c.block_size);

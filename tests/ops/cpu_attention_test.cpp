@@ -13,6 +13,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "core/error.h"
 #include "core/fp8.h"
+#include "../fp8_round_trip.h"
 
 namespace tide {
 namespace {
@@ -28,19 +29,7 @@ struct AttentionCase {
   int64_t window;  // 0: global
 };
 
-// The values FP8 storage keeps of one head's vector x[0, d): e4m3(x / s) * s with s = kv_scale_for_amax; its
-// codes and scale in `codes` / `scale` when given.
-void fp8_round_trip(float* x, int64_t d, uint8_t* codes = nullptr, float* scale = nullptr) {
-  float amax = 0;
-  for (int64_t i = 0; i < d; ++i) amax = std::max(amax, std::fabs(x[i]));
-  const float s = fp8::kv_scale_for_amax(amax);
-  if (scale != nullptr) *scale = s;
-  for (int64_t i = 0; i < d; ++i) {
-    const uint8_t code = fp8::quantize(x[i], s);
-    if (codes != nullptr) codes[i] = code;
-    x[i] = fp8::e4m3_to_float(code) * s;
-  }
-}
+using test::fp8_round_trip;
 
 void run_case(const AttentionCase& c, const AttentionShape& shape, uint32_t seed, bool fp8 = false) {
   CpuBackend b;

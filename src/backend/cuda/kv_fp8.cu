@@ -79,17 +79,18 @@ __global__ void __launch_bounds__(kDequantThreads)
   if (piece == 0 && tid == 0) row[c] = copy ? static_cast<int32_t>(to) : -1;
   if (!copy) return;
   // The block's K rows of the layer, then its V rows: codes [kv][offset][head][d], scales [kv][head][offset].
-  const int64_t kv_size = p.num_heads_kv * p.head_dim, block_bytes = 2 * p.block_size * kv_size;
+  // A block's values of the layer: as many one-byte codes in the cache as bf16 values in its scratch block.
+  const int64_t kv_size = p.num_heads_kv * p.head_dim, block_values = 2 * p.block_size * kv_size;
   const int64_t layer_kv = (int64_t{block} * p.num_layers + p.layer) * 2;
   const uint8_t* src = p.cache8 + layer_kv * p.block_size * kv_size;
-  bf16* dst = scratch + to * block_bytes;
+  bf16* dst = scratch + to * block_values;
   const int64_t e0 = piece * kDequantPieceBytes + 16 * tid;
   uint4 codes[kDequantChunks];
   float scales[kDequantChunks];
 #pragma unroll
   for (int j = 0; j < kDequantChunks; ++j) {
     const int64_t e = e0 + j * 16 * kDequantThreads;
-    if (e >= block_bytes) break;
+    if (e >= block_values) break;
     const int64_t row = e / kv_size;  // kv * block_size + offset
     const int64_t kv = row / p.block_size, offset = row % p.block_size, head = e % kv_size / p.head_dim;
     codes[j] = *reinterpret_cast<const uint4*>(src + e);
@@ -98,7 +99,7 @@ __global__ void __launch_bounds__(kDequantThreads)
 #pragma unroll
   for (int j = 0; j < kDequantChunks; ++j) {
     const int64_t e = e0 + j * 16 * kDequantThreads;
-    if (e >= block_bytes) break;
+    if (e >= block_values) break;
     const uint32_t words[4] = {codes[j].x, codes[j].y, codes[j].z, codes[j].w};
     uint32_t out[8];
 #pragma unroll
@@ -123,8 +124,8 @@ int64_t kv_dequantize_scratch_blocks(const PagedAttentionParams& p, int64_t max_
 void launch_kv_dequantize_for_prefill(const PagedAttentionParams& p, int64_t max_position, int64_t max_seq_tokens,
                                       bf16* scratch, int64_t scratch_blocks, int32_t* tables, cudaStream_t stream) {
   if (p.num_seqs == 0 || p.max_blocks == 0) return;
-  const int64_t block_bytes = 2 * p.block_size * p.num_heads_kv * p.head_dim;
-  const int64_t pieces = (block_bytes + kDequantPieceBytes - 1) / kDequantPieceBytes;
+  const int64_t block_values = 2 * p.block_size * p.num_heads_kv * p.head_dim;
+  const int64_t pieces = (block_values + kDequantPieceBytes - 1) / kDequantPieceBytes;
   const int64_t columns = prefill_key_blocks_bound(max_position, max_seq_tokens, p.window, p.block_size);
   TIDE_CHECK(p.head_dim % 16 == 0 && p.num_seqs <= 65535 && columns * pieces < (int64_t{1} << 31) &&
              scratch_blocks >= p.num_seqs * columns);
