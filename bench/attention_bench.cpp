@@ -80,27 +80,21 @@ void prefill_attention(CudaBackend& backend, const BenchOptions& options, Report
   // The default kernel (wgmma), and the mma.sync kernel it replaced (kernels.h); with an FP8 cache the default
   // (the blocks read dequantized into bf16 scratch, the time of that pass included) and the FP8 wgmma kernel
   // on the codes, which serves where the scratch would not fit.
-  // The wgmma kernel also with every K/V tile gathered key by key (no tensor-map copies).
   struct Variant {
     cuda::PrefillAttentionKernel kernel;
-    bool dequantize, tensor_map;
+    bool dequantize;
     const char* label;
   };
-  std::vector<Variant> variants{{cuda::PrefillAttentionKernel::kAuto, true, true, ""},
-                                {cuda::PrefillAttentionKernel::kAuto, true, false, ", K/V gathered key by key"},
-                                {cuda::PrefillAttentionKernel::kMmaSync, true, true, ", mma.sync kernel"}};
-  if (options.fp8_kv) {
-    variants.push_back({cuda::PrefillAttentionKernel::kAuto, false, true, ", FP8 kernel on the codes"});
-  }
+  std::vector<Variant> variants{{cuda::PrefillAttentionKernel::kAuto, true, ""},
+                                {cuda::PrefillAttentionKernel::kMmaSync, true, ", mma.sync kernel"}};
+  if (options.fp8_kv) variants.push_back({cuda::PrefillAttentionKernel::kAuto, false, ", FP8 kernel on the codes"});
   for (const Variant& v : variants) {
     for (const int64_t window : {int64_t{0}, int64_t{4096}}) {
       backend.set_prefill_attention_kernel(v.kernel);
       backend.set_fp8_kv_prefill_dequantize(v.dequantize);
-      backend.set_prefill_kv_tensor_map(v.tensor_map);
       const double ms = time_attention(backend, out, qkv, pb, window, runs);
       backend.set_prefill_attention_kernel(cuda::PrefillAttentionKernel::kAuto);
       backend.set_fp8_kv_prefill_dequantize(true);
-      backend.set_prefill_kv_tensor_map(true);
       const double flops = 4.0 * static_cast<double>(kShape.num_heads * kShape.head_dim) *
                            static_cast<double>(keys_attended_sum(window, 0, num_tokens));
       BenchRow row("attention",

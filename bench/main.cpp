@@ -156,8 +156,6 @@ int main(int argc, char** argv) {
                "decode, prefill and attention: an FP8 KV cache (codes and a scale per head's vector)");
   app.add_flag("--fp8-kv-codes", flags.options.fp8_kv_codes,
                "prefill with --fp8-kv: the FP8 attention kernels on the codes, not the blocks dequantized to bf16");
-  app.add_flag("--kv-gather", flags.options.kv_gather,
-               "prefill: the wgmma attention kernel gathers every K/V tile key by key (no tensor-map copies)");
   app.add_option("--fp8-variant", flags.options.fp8_variant,
                  "force this shape of the FP8 small-batch matmul (-1: chosen per matrix)");
   app.add_option("--fp8-wgmma-max-tokens", flags.options.fp8_wgmma_max_tokens,

@@ -160,7 +160,6 @@ void run_prefill(const BenchModel& m, const BenchOptions& options, Report& repor
   auto backend = std::make_unique<CudaBackend>();
   if (options.bf16_small_max_tokens >= 0) backend->set_bf16_small_matmul_max_tokens(options.bf16_small_max_tokens);
   backend->set_fp8_kv_prefill_dequantize(!options.fp8_kv_codes);
-  backend->set_prefill_kv_tensor_map(!options.kv_gather);
   const Cohere2Model model(m.config, m.weights, *backend);
   for (int64_t num_tokens : options.prefill_lengths) {
     try {

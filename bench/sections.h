@@ -42,9 +42,6 @@ struct BenchOptions {
   // prefill over an FP8 cache (fp8_kv): the FP8 attention kernels on the codes instead of the blocks dequantized
   // into bf16 scratch (CudaBackend::set_fp8_kv_prefill_dequantize), for A/B runs
   bool fp8_kv_codes = false;
-  // prefill: the wgmma attention kernel gathers every K/V tile key by key, no tensor-map copies
-  // (CudaBackend::set_prefill_kv_tensor_map), for A/B runs
-  bool kv_gather = false;
   bool baselines = true;  // decode: also each point without PDL, without overlap and with cuBLASLt's FP8
   std::vector<std::string> sections{"ceilings", "linear", "decode", "prefill", "attention", "sampling"};
 

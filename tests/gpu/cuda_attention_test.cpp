@@ -144,15 +144,6 @@ std::vector<float> run_case(const Case& c, uint32_t seed) {
     for (float v : one_kernel) EXPECT_TRUE(std::isfinite(v)) << "one kernel: the kernel read a released block";
     EXPECT_LT(test::rel_err(one_kernel, want), 2 * test::kBf16Rounding) << "one kernel for the mixed step";
   }
-  if (d == 128 && c.kernel != cuda::PrefillAttentionKernel::kMmaSync) {
-    // The wgmma kernel with every K/V tile gathered key by key: the same values in shared memory as the tensor
-    // map's copies put there, so the same outputs bit for bit.
-    gpu.set_prefill_kv_tensor_map(false);
-    Tensor out_t = gpu.alloc(DType::kBF16, Shape{n_new, hq * d});
-    gpu.attention(out_t, qkv.gpu, kv_g, layer, batch_g, c.shape, c.window);
-    gpu.set_prefill_kv_tensor_map(true);
-    EXPECT_EQ(test::to_f32(gpu, out_t), got) << "every K/V tile gathered key by key";
-  }
   if (c.fp8 && max_seq_tokens > 8) {
     // The FP8 prefill kernels on the codes, which serve where the dequantized blocks would not fit.
     gpu.set_fp8_kv_prefill_dequantize(false);
@@ -243,19 +234,6 @@ TEST(CudaAttention, PrefillLongCausalOverManyKeyTiles) {
 TEST(CudaAttention, PrefillNeverReadsKeysBeforeTheWindowEvenFromListedBlocks) {
   TIDE_REQUIRE_GPU();  // window starts that are not multiples of the key tile, NaN blocks still in the table
   run_case({{{150, 70}, {0, 100}, {421, 9}}, 16, 70, {8, 2, 128}, false}, 16);
-}
-
-// The wgmma kernel's K/V copies through the tensor map at every block size that allows them (runs of 8 to 128
-// keys of one block per copy; 256: two runs of one block per tile) and one that does not (48: every tile
-// gathered), global and windowed, ragged chunks over cached prefixes, NaN in released blocks.
-TEST(CudaAttention, PrefillKvTensorMapAtEveryBlockSize) {
-  TIDE_REQUIRE_GPU();
-  for (const int64_t block_size : {8, 32, 64, 128, 256, 48}) {
-    for (const int64_t window : {0, 300}) {
-      SCOPED_TRACE(fmt::format("block size {}, window {}", block_size, window));
-      run_case({{{0, 600}, {700, 300}, {20, 9}}, block_size, window, {16, 4, 128}}, 91);
-    }
-  }
 }
 
 // Both prefill kernels at head_dim 128 (wgmma, the default, and mma.sync), over a bf16 and an FP8 cache:

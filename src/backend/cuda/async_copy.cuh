@@ -78,17 +78,6 @@ __device__ __forceinline__ void tensor_copy_2d(uint32_t dst, const CUtensorMap* 
       : "memory");
 }
 
-// Copies the box of 3D tensor map `map` at coordinates {c0, c1, c2} (c0 the inner, contiguous one) to shared
-// memory, counted on mbarrier `bar`, zeros where the box reaches past the tensor; no cache hint.
-__device__ __forceinline__ void tensor_copy_3d(uint32_t dst, const CUtensorMap* map, int c0, int c1, int c2,
-                                               uint32_t bar) {
-  asm volatile(
-      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"
-      " [%0], [%1, {%2, %3, %4}], [%5];" ::"r"(dst),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
-      : "memory");
-}
-
 __device__ __forceinline__ uint4 lds128(uint32_t addr) {
   uint4 v;
   asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr));

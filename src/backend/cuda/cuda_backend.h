@@ -123,10 +123,6 @@ class CudaBackend final : public Backend {
   // kernels (on by default, where they fit in kFp8KvPrefillScratchBytes and no graph is being recorded) or
   // runs the FP8 kernels on the codes; for tests and benchmarks covering both.
   void set_fp8_kv_prefill_dequantize(bool on) { fp8_kv_prefill_dequantize_ = on; }
-  // Whether the wgmma prefill kernel copies the K/V tiles it reads whole through a tensor map (on by default,
-  // where the block size allows) or gathers every tile key by key; for tests (the same outputs bit for bit) and
-  // benchmarks comparing the two.
-  void set_prefill_kv_tensor_map(bool on) { prefill_kv_tensor_map_ = on; }
   // The decode attention kernel's CTAs per SM (kernels.h, DecodePlan): 0 chosen per launch (the default), 2 or 3
   // forced where the shape allows (tests covering both builds of the kernel, benchmarks comparing them).
   void set_decode_ctas_per_sm(int ctas) { decode_ctas_per_sm_ = ctas; }
@@ -176,7 +172,6 @@ class CudaBackend final : public Backend {
   cuda::PrefillAttentionKernel prefill_kernel_ = cuda::PrefillAttentionKernel::kAuto;
   int decode_ctas_per_sm_ = 0;
   bool fp8_kv_prefill_dequantize_ = true;
-  bool prefill_kv_tensor_map_ = true;
   // Ops go to stream_ (with workspace_ for cuBLASLt): the main stream's, or the side stream's between
   // side_begin() and side_end().
   cudaStream_t stream_ = nullptr;

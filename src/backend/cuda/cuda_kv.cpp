@@ -147,7 +147,7 @@ void CudaBackend::attention(Tensor out, const Tensor& qkv, const KvStorage& kv, 
           pp.num_blocks = blocks;
         }
       }
-      cuda::launch_mma_prefill(pp, batch.max_seq_tokens, prefill_kernel_, prefill_kv_tensor_map_, stream_);
+      cuda::launch_mma_prefill(pp, batch.max_seq_tokens, prefill_kernel_, stream_);
     };
     if (batch.max_seq_tokens <= kDecodeSeqTokens && decode_ok) {
       decode(p, batch.max_seq_tokens);

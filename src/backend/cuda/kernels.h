@@ -265,10 +265,8 @@ bool mma_attention_supports(int64_t head_dim);
 enum class PrefillAttentionKernel { kAuto, kMmaSync, kWgmma };
 // Prefill / chunked prefill: any batch, any number of query heads per KV head; max_seq_tokens is the most new
 // tokens any sequence has in the batch (host value; sizes the grid).
-// kv_tensor_map: the wgmma kernel copies K/V tiles whose keys it reads whole through a tensor map where the
-// block size allows (false: every tile gathered key by key; the same values in shared memory, so the same outputs).
 void launch_mma_prefill(const PagedAttentionParams& p, int64_t max_seq_tokens, PrefillAttentionKernel kernel,
-                        bool kv_tensor_map, cudaStream_t stream);
+                        cudaStream_t stream);
 // Decode (one CTA per token, KV head and split of the keys): at most 16 query heads per KV head. Sequences with
 // several new tokens (max_seq_tokens > 1, a speculative verify step) put up to mma_decode_max_rows / group
 // consecutive tokens of a sequence in one CTA (mma_decode_tokens_per_cta), which then reads their keys once: 24

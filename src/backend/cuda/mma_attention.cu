@@ -73,9 +73,9 @@ DecodePlan mma_decode_plan(int64_t ctas, int64_t num_heads_kv, int64_t max_keys,
 }
 
 void launch_mma_prefill(const PagedAttentionParams& p, int64_t max_seq_tokens, PrefillAttentionKernel kernel,
-                        bool kv_tensor_map, cudaStream_t stream) {
+                        cudaStream_t stream) {
   if (p.head_dim == 128 && kernel != PrefillAttentionKernel::kMmaSync) {
-    return mma::launch_wgmma_prefill(p, max_seq_tokens, kv_tensor_map, stream);
+    return mma::launch_wgmma_prefill(p, max_seq_tokens, stream);
   }
   switch (p.head_dim) {
     case 64: return mma::launch_prefill<64>(p, max_seq_tokens, stream);

@@ -21,8 +21,7 @@ template <int D>
 void launch_decode(const PagedAttentionParams& p, int64_t max_keys, int64_t max_seq_tokens, float* part_out,
                    float* part_ml, const DecodePlan& plan, cudaStream_t stream);
 // The wgmma prefill kernel (wgmma_attention.cu): head_dim 128, a bf16 or FP8 cache.
-void launch_wgmma_prefill(const PagedAttentionParams& p, int64_t max_seq_tokens, bool kv_tensor_map,
-                          cudaStream_t stream);
+void launch_wgmma_prefill(const PagedAttentionParams& p, int64_t max_seq_tokens, cudaStream_t stream);
 
 constexpr float kLog2e = 1.4426950408889634f;
 

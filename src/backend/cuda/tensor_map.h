@@ -1,7 +1,6 @@
 // Tensor maps (the descriptors of Hopper's tensor-memory-accelerator copies) encoded on the host through the
 // driver's cuTensorMapEncodeTiled, reached through the runtime so tide does not link libcuda. Used by the FP8
-// matmuls that stream weights (fp8_stream_matmul.cu, fp8_wgmma_matmul.cu) and the wgmma prefill attention's
-// K/V copies (wgmma_attention.cu).
+// matmuls that stream weights (fp8_stream_matmul.cu, fp8_wgmma_matmul.cu).
 #pragma once
 
 #include <cuda.h>
@@ -42,23 +41,6 @@ inline bool encode_rows_sw128(CUtensorMap* map, const void* base, int64_t rows, 
   return encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<void*>(base), dims, strides, box, element_strides,
                 CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
-}
-
-// A bf16 paged KV cache of `rows` cache rows of `heads` vectors of 128 values (the row stride heads x 256
-// bytes) as a 3D map {128 values, heads, rows} whose boxes are half a vector (64 values, 128 bytes) of one
-// head over `box_rows` consecutive rows, stored with the 128-byte swizzle: one 64-value panel of `box_rows`
-// keys in the layout wgmma's descriptors read. Boxes reaching past the last row are zero-filled. False if the
-// driver cannot encode it.
-inline bool encode_kv_panels_sw128(CUtensorMap* map, const void* base, int64_t rows, int64_t heads, int box_rows) {
-  const auto encode = tensor_map_encoder();
-  if (encode == nullptr) return false;
-  const cuuint64_t dims[3] = {128, static_cast<cuuint64_t>(heads), static_cast<cuuint64_t>(rows)};
-  const cuuint64_t strides[2] = {256, static_cast<cuuint64_t>(heads * 256)};
-  const cuuint32_t box[3] = {64, 1, static_cast<cuuint32_t>(box_rows)};
-  const cuuint32_t element_strides[3] = {1, 1, 1};
-  return encode(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<void*>(base), dims, strides, box,
-                element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
 }  // namespace tide::cuda

@@ -5,15 +5,10 @@
 // query head of the group), as a CTA of the mma.sync kernel (prefill_attention.cuh) serves them. The kernel is
 // persistent: one CTA per SM takes every gridDim.x-th item, longest first, and its three warpgroups keep their
 // pipeline across items (the next item's Q and first tiles load while the consumers finish the last one):
-//  - warpgroup 0, the producer, gives most of its registers away (setmaxnreg) and fills a ring of kStages
-//    stages with tiles of kKeys keys, counted on each stage's "full" mbarrier so that no producer thread ever
-//    waits for its own copies. Over a bf16 cache, a tile whose keys the rows all read (inside [window start,
-//    last position]) is copied by the tensor-memory accelerator, a few lanes each copying one block's run of
-//    keys (or 128 keys of a larger block) with four box copies; other tiles, and every tile where the block
-//    size does not allow runs of 8 to 128 keys, are gathered key by key through the block table with cp.async
-//    (cp.async.mbarrier.arrive), keys outside that range and null blocks zero-filled, never read. The tensor
-//    map takes the per-key address arithmetic, and most of the producer's instructions, off the SM's issue
-//    slots, which it shares with the consumers;
+//  - warpgroup 0, the producer, gives most of its registers away (setmaxnreg) and gathers tiles of kKeys keys
+//    through the block table with cp.async into a ring of kStages stages, each copy counted on the stage's
+//    "full" mbarrier (cp.async.mbarrier.arrive), so no producer thread ever waits for its own copies; keys
+//    outside the rows' [window start, last position] range and null blocks are zero-filled, never read;
 //  - warpgroups 1 and 2, the consumers, own 64 rows each: S = Q K^T as 8 wgmma m64n128k16 with Q and K in
 //    shared memory, masking (boundary tiles only) and the online softmax in registers, then O += P V as 8
 //    wgmma with P straight from the S accumulators (the accumulator layout is the A-fragment layout) and V
@@ -29,7 +24,6 @@
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/prefill_attention.cuh"
 #include "backend/cuda/prefill_tiling.h"
-#include "backend/cuda/tensor_map.h"
 #include "backend/cuda/wgmma.cuh"
 #include "backend/cuda/wgmma_prefill.cuh"
 
@@ -42,8 +36,7 @@ namespace {
 // last S = Q K^T, or with FP8 their split of it), so the next item's first tiles land while they finish.
 template <bool kFp8>
 __global__ void __launch_bounds__(WgmmaPrefillConfig<kFp8>::kThreads, 1)
-    wgmma_prefill_kernel(const __grid_constant__ PrefillParams pp, const __grid_constant__ CUtensorMap kv_map,
-                         int map_rows, int kv_rows) {
+    wgmma_prefill_kernel(const __grid_constant__ PrefillParams pp) {
   begin_dependent_kernel();
   using C = WgmmaPrefillConfig<kFp8>;
   constexpr int D = C::kD;
@@ -152,69 +145,24 @@ __global__ void __launch_bounds__(WgmmaPrefillConfig<kFp8>::kThreads, 1)
       if constexpr (!kFp8) {
         load_q();
         const bf16* head_cache = p.cache + kv_head * D + chunk * 8;
-        // A tile whose keys are all in [first_read, pos_max] (every one read, none past the rows' positions) goes
-        // through the tensor map when the launch has one (map_rows > 0: the block size allows): lane l of warp 0
-        // copies keys [l map_rows, (l + 1) map_rows), whole blocks or 128-key runs of one block, with four
-        // copies (K and V, two panels each); the other tiles are gathered key by key as above, with zero fill.
-        const auto by_map = [&](int tile) {
-          const int k = key_lo + tile * C::kKeys;
-          return map_rows > 0 && tile < num_tiles && k >= first_read && k + C::kKeys - 1 <= pos_max;
-        };
-        // Lane l of warp 0: the first cache row of its run of tile `tile` (kv_rows, past the map: zeros, for a
-        // null block).
-        const auto run_row_of = [&](int tile) {
-          if (warp != 0 || lane * map_rows >= C::kKeys) return kv_rows;
-          const int key = key_lo + tile * C::kKeys + lane * map_rows;
-          const uint32_t b = p.block_div.div(static_cast<uint32_t>(key));
-          const int32_t block = table[b];
-          return block < 0 ? kv_rows
-                           : (block * num_layers + layer) * 2 * block_size +
-                                 static_cast<int>(p.block_div.mod(static_cast<uint32_t>(key), b));
-        };
-        bool map_tile = by_map(0);
-        int cache_row = map_tile ? run_row_of(0) : cache_row_of(0);
+        int cache_row = cache_row_of(0);
         for (int it = 0; it < num_tiles; ++it, ++ring) {
           const int stage = ring % C::kStages;
-          const bool next_map = by_map(it + 1);
-          const int next_row = next_map ? run_row_of(it + 1) : cache_row_of(it + 1);
+          const int next_row = cache_row_of(it + 1);
           if (ring >= C::kStages) mbar_wait(empty_bar + 8 * stage, ((ring / C::kStages) - 1) & 1);
           const uint32_t k_tile = stages + stage * C::kStageBytes, v_tile = k_tile + C::kTileBytes;
-          const uint32_t full = full_bar + 8 * stage;
-          if (map_tile) {
-            // The stage's 128 arrivals: thread 0's with the tile's bytes, then the others'.
-            if (tid == 0) {
-              mbar_arrive_expect_tx(full, C::kStageBytes);
-            } else {
-              mbar_arrive(full);
-            }
-            if (warp == 0) {
-              __syncwarp();
-              if (lane * map_rows < C::kKeys) {
-                const int v_row = cache_row == kv_rows ? kv_rows : cache_row + block_size;
-                const uint32_t at = lane * map_rows * 128;
 #pragma unroll
-                for (int panel = 0; panel < 2; ++panel) {
-                  const uint32_t panel_at = at + panel * C::kKeys * 128;
-                  tensor_copy_3d(k_tile + panel_at, &kv_map, 64 * panel, kv_head, cache_row, full);
-                  tensor_copy_3d(v_tile + panel_at, &kv_map, 64 * panel, kv_head, v_row, full);
-                }
-              }
-            }
-          } else {
-#pragma unroll
-            for (int i = 0; i < 16; ++i) {
-              const int r = 2 * i + lane / 16;  // the warp's row
-              const int src_row = __shfl_sync(0xffffffffu, cache_row, r);
-              const bool valid = src_row >= 0;
-              const bf16* src = valid ? head_cache + static_cast<int64_t>(src_row) * kv_size : p.cache;
-              const uint32_t at = wgmma::panel_offset<C::kKeys>(32 * warp + r, chunk);
-              cp_async_16(k_tile + at, src, valid);
-              cp_async_16(v_tile + at, valid ? src + block_size * kv_size : src, valid);
-            }
-            cp_async_arrive_noinc(full);
+          for (int i = 0; i < 16; ++i) {
+            const int r = 2 * i + lane / 16;  // the warp's row
+            const int src_row = __shfl_sync(0xffffffffu, cache_row, r);
+            const bool valid = src_row >= 0;
+            const bf16* src = valid ? head_cache + static_cast<int64_t>(src_row) * kv_size : p.cache;
+            const uint32_t at = wgmma::panel_offset<C::kKeys>(32 * warp + r, chunk);
+            cp_async_16(k_tile + at, src, valid);
+            cp_async_16(v_tile + at, valid ? src + block_size * kv_size : src, valid);
           }
+          cp_async_arrive_noinc(full_bar + 8 * stage);
           cache_row = next_row;
-          map_tile = next_map;
         }
       } else {
         // Warp w copies and signals keys [32 w, 32 w + 32) of a tile, so a warp waits for its own copies only;
@@ -518,7 +466,7 @@ __global__ void __launch_bounds__(WgmmaPrefillConfig<kFp8>::kThreads, 1)
 }
 
 template <bool kFp8>
-void launch(const PagedAttentionParams& p, int64_t max_seq_tokens, bool kv_tensor_map, cudaStream_t stream) {
+void launch(const PagedAttentionParams& p, int64_t max_seq_tokens, cudaStream_t stream) {
   using C = WgmmaPrefillConfig<kFp8>;
   static const bool configured = (configure_smem(wgmma_prefill_kernel<kFp8>, C::kSmemBytes), true);
   (void)configured;
@@ -534,30 +482,18 @@ void launch(const PagedAttentionParams& p, int64_t max_seq_tokens, bool kv_tenso
   const int64_t items = p.num_seqs * tiles * p.num_heads_kv;
   TIDE_CHECK(items < (int64_t{1} << 31));
   const int64_t ctas = std::min<int64_t>(items, num_sms);
-  // The tensor map over a bf16 cache: runs of min(block_size, 128) keys (a key tile's runs each lie in one
-  // block and start a multiple of 8 rows into the tile, as the swizzle needs), else 0 (every tile gathered).
-  CUtensorMap kv_map{};
-  int map_rows = 0;
-  const int64_t kv_rows = p.num_blocks * p.num_layers * 2 * p.block_size;
-  if (!kFp8 && kv_tensor_map && kv_rows < (int64_t{1} << 31) &&
-      (p.block_size % C::kKeys == 0 || (p.block_size >= 8 && C::kKeys % p.block_size == 0)) &&
-      encode_kv_panels_sw128(&kv_map, p.cache, kv_rows, p.num_heads_kv,
-                             static_cast<int>(std::min<int64_t>(p.block_size, C::kKeys)))) {
-    map_rows = static_cast<int>(std::min<int64_t>(p.block_size, C::kKeys));
-  }
   launch_kernel(wgmma_prefill_kernel<kFp8>, dim3(static_cast<unsigned>(ctas)), C::kThreads, C::kSmemBytes,
-                stream, pp, kv_map, map_rows, static_cast<int>(std::min<int64_t>(kv_rows, INT32_MAX)));
+                stream, pp);
 }
 
 }  // namespace
 
-void launch_wgmma_prefill(const PagedAttentionParams& p, int64_t max_seq_tokens, bool kv_tensor_map,
-                          cudaStream_t stream) {
+void launch_wgmma_prefill(const PagedAttentionParams& p, int64_t max_seq_tokens, cudaStream_t stream) {
   if (p.num_tokens == 0) return;
   if (p.cache8 != nullptr) {
-    launch<true>(p, max_seq_tokens, kv_tensor_map, stream);
+    launch<true>(p, max_seq_tokens, stream);
   } else {
-    launch<false>(p, max_seq_tokens, kv_tensor_map, stream);
+    launch<false>(p, max_seq_tokens, stream);
   }
 }
 
