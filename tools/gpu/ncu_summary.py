@@ -56,7 +56,10 @@ def sass(paths):
     for path in paths:
         with open(path, errors="replace") as f:
             rows = list(csv.reader(f))
-        header = next(i for i, r in enumerate(rows) if r and r[0] == "Address")
+        header = next((i for i, r in enumerate(rows) if r and r[0] == "Address"), None)
+        if header is None:
+            print(f"== {path}: no source page here (no \"Address\" header row): was the report exported?")
+            continue
         names = {h: i for i, h in enumerate(rows[header])}
         executed, samples = names["Instructions Executed"], names["Warp Stall Sampling (All Samples)"]
         by_op, samples_by_op, by_count = collections.Counter(), collections.Counter(), collections.Counter()
