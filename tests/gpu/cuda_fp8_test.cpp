@@ -197,6 +197,43 @@ TEST_F(CudaFp8, SmallBatchMatmulSplitTilesEveryElement) {
   gpu_->set_fp8_small_matmul_variant(-1);
 }
 
+// The dispatch streams every matrix at 1-16 tokens on one kernel whose sums for a token run in the same order
+// whatever the other tokens (the same stream-K split, the same steps): a token's outputs are the same bits at
+// every batch size up to 16, so a decode row does not depend on how many sequences share the step, and a
+// speculative verify row of up to 16 tokens is the decode row. R7B's qkv shape (K 4096, N 6144: whole tiles on
+// one CTA per SM) and down's (K 14336, N 4096: split tiles).
+TEST_F(CudaFp8, SmallBatchDispatchGivesATokenTheSameBitsAtEveryBatchSize) {
+  gpu_->set_fp8_small_matmul_variant(-1);
+  for (const auto& [k, n] : {std::pair<int64_t, int64_t>{4096, 6144}, {14336, 4096}}) {
+    std::mt19937 rng(static_cast<uint32_t>(k + n));
+    const std::vector<uint8_t> x8 = random_codes(rng, 16 * k), w8 = random_codes(rng, n * k);
+    std::vector<float> xs(16), ws(static_cast<size_t>(n));
+    std::uniform_real_distribution<float> scale(0.01f, 1.0f);
+    for (float& s : xs) s = scale(rng);
+    for (float& s : ws) s = scale(rng);
+    const Tensor w = gpu_->upload(w8.data(), DType::kF8E4M3, Shape{n, k});
+    const Tensor w_scales = gpu_->upload(ws.data(), DType::kF32, Shape{n});
+    std::vector<float> alone;  // each token's row computed on its own (T = 1)
+    for (int64_t i = 0; i < 16; ++i) {
+      Tensor o = gpu_->alloc(DType::kF32, Shape{1, n});
+      gpu_->matmul_fp8(o, gpu_->upload(x8.data() + i * k, DType::kF8E4M3, Shape{1, k}),
+                       gpu_->upload(&xs[static_cast<size_t>(i)], DType::kF32, Shape{1}), w, w_scales, 0.5f);
+      const std::vector<float> row = test::to_f32(*gpu_, o);
+      alone.insert(alone.end(), row.begin(), row.end());
+    }
+    for (int64_t t = 2; t <= 16; ++t) {
+      Tensor o = gpu_->alloc(DType::kF32, Shape{t, n});
+      gpu_->matmul_fp8(o, gpu_->upload(x8.data(), DType::kF8E4M3, Shape{t, k}),
+                       gpu_->upload(xs.data(), DType::kF32, Shape{t}), w, w_scales, 0.5f);
+      const std::vector<float> got = test::to_f32(*gpu_, o);
+      for (size_t e = 0; e < got.size(); ++e) {
+        ASSERT_EQ(got[e], alone[e]) << "K=" << k << " N=" << n << " T=" << t << " token " << static_cast<int64_t>(e) / n
+                                    << " row " << static_cast<int64_t>(e) % n;
+      }
+    }
+  }
+}
+
 // The wgmma kernel (fp8_wgmma_matmul.cu) on every element, on small integers (exact in its tensor-core sums:
 // any other error is a wrong row, token or split): each token width (32, 64, 96, 128 in one instruction; 160,
 // 192, 256 in two) at its edges, also at 1 token (the small-batch kernel turned off); tiles split over up to 9

@@ -234,23 +234,19 @@ void dispatch(Out* out, const Fp8SmallMatmul& p, int num_sms, cudaStream_t strea
   launch_shape<Out, kBf16>(shape, out, p, stream, std::make_integer_sequence<int, kNumShapes>());
 }
 
-// The streaming kernel's shapes (fp8_stream_matmul.cu) the dispatch ships with, all with tensor-map copies and
-// up to 2 CTAs per SM:
-// - kStreamFewTokens, every matrix at up to kFewTokens tokens, with 2 or 4 stages by the length of a CTA's
-//   stream (R7B 2, Command-A 4: fp8_stream_matmul.cu). In the decode step qkv then streams beside gate_up
-//   (R7B: 128 CTAs of 3 whole tiles, one per SM beside gate_up's two: stream_k_grid), so RoPE and the decode
-//   attention run beside gate_up on the SMs qkv's CTAs leave instead of after it; and R7B's CTAs hold 35 KB
-//   of shared memory, so the attention chain's CTAs fit beside them. Every R7B decode point up to 8 tokens got
-//   faster than with the register-fed qkv, gate_up and o; gate_up with more stages, or at one CTA per SM, was
-//   slower.
-// - kStreamMoreTokens, above kFewTokens tokens, for matrices with K > N (the MLP's down projection: R7B [4096,
-//   14336], Command-A [12288, 36864]) and wide ones (N > 2K: gate_up), with 4 stages; the register-fed kernel
-//   for qkv and o. Streaming down and gate_up there was faster in the decode step than the register-fed kernel.
-// The step times behind each choice are in docs/perf-log/2026-12.md (the 2026-12-03 entries of 4f7b291,
-// 0151337 and bc6ae84).
+// The streaming kernel's shape (fp8_stream_matmul.cu) the dispatch ships with: every FP8 matrix at every token
+// count the kernel takes (up to 16) streams with tensor-map copies, up to 2 CTAs per SM, on 2 or 4 stages by
+// the length of a CTA's stream (R7B 2, Command-A 4: fp8_stream_matmul.cu). In the decode step qkv then streams
+// beside gate_up (R7B: 128 CTAs of 3 whole tiles, one per SM beside gate_up's two: stream_k_grid), so RoPE and
+// the decode attention run beside gate_up on the SMs qkv's CTAs leave instead of after it; and R7B's CTAs hold
+// 35 KB of shared memory, so the attention chain's CTAs fit beside them. Every R7B decode point up to 16
+// tokens got faster than with the register-fed qkv and o, whose CTAs each hold half an SM's registers so that
+// nothing of the other stream runs beside them (at 9-16 tokens 5-11% faster steps on an H100; gate_up with
+// more stages, or at one CTA per SM, was slower). kStreamMoreTokens (4 stages), what down and gate_up took at
+// 9-16 tokens before, stays among the forced variants. The step times behind each choice are in
+// docs/perf-log/2026-12.md (the 2026-12-03 entries of 4f7b291, 0151337 and bc6ae84, and 2026-12-06).
 constexpr Fp8StreamShape kStreamFewTokens{.tensor_map = true, .stages = 0, .ctas_per_sm = 2};
 constexpr Fp8StreamShape kStreamMoreTokens{.tensor_map = true, .stages = 4, .ctas_per_sm = 2};
-constexpr int kFewTokens = 8;
 
 // The streaming shapes a forced variant reaches (tests, benchmarks: the --fp8-variant sweep of tide_bench),
 // numbered after the register-fed ones: variant kNumShapes + i is kStreamShapes[i].
@@ -264,10 +260,7 @@ const Fp8StreamShape* stream_shape(const Fp8SmallMatmul& p) {
   if (p.variant >= kNumShapes && p.variant < kNumShapes + kNumStreamShapes) {
     return &kStreamShapes[p.variant - kNumShapes];
   }
-  if (p.variant != -1) return nullptr;
-  if (p.num_tokens <= kFewTokens) return &kStreamFewTokens;
-  if (p.k > p.n || p.n > 2 * p.k) return &kStreamMoreTokens;
-  return nullptr;
+  return p.variant == -1 ? &kStreamFewTokens : nullptr;
 }
 
 }  // namespace
