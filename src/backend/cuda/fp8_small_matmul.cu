@@ -241,10 +241,10 @@ void dispatch(Out* out, const Fp8SmallMatmul& p, int num_sms, cudaStream_t strea
 // the decode attention run beside gate_up on the SMs qkv's CTAs leave instead of after it; and R7B's CTAs hold
 // 35 KB of shared memory, so the attention chain's CTAs fit beside them. Every R7B decode point up to 16
 // tokens got faster than with the register-fed qkv and o, whose CTAs each hold half an SM's registers so that
-// nothing of the other stream runs beside them (at 9-16 tokens 5-11% faster steps on an H100; gate_up with
-// more stages, or at one CTA per SM, was slower). kStreamMoreTokens (4 stages), what down and gate_up took at
-// 9-16 tokens before, stays among the forced variants. The step times behind each choice are in
-// docs/perf-log/2026-12.md (the 2026-12-03 entries of 4f7b291, 0151337 and bc6ae84, and 2026-12-06).
+// nothing of the other stream runs beside them (R7B on an H100: steps 7-11% faster at 9-16 x 1K, 3% at 16 x
+// 32K); gate_up with more stages, or at one CTA per SM, was slower. kStreamMoreTokens (4 stages), what down
+// and gate_up took at 9-16 tokens before, stays among the forced variants. The step times behind each choice
+// are in docs/perf-log/2026-12.md (the 2026-12-03 entries of 4f7b291, 0151337 and bc6ae84, and 2026-12-06).
 constexpr Fp8StreamShape kStreamFewTokens{.tensor_map = true, .stages = 0, .ctas_per_sm = 2};
 constexpr Fp8StreamShape kStreamMoreTokens{.tensor_map = true, .stages = 4, .ctas_per_sm = 2};
 
