@@ -112,9 +112,9 @@ class CudaBackend final : public Backend {
   // does not take them: negative, the default, those of cuda::fp8_wgmma_preferred; T >= 0, every count up to T
   // (0: cuBLASLt above the small-batch kernel's range), clamped to the kernel's limit.
   void set_fp8_wgmma_matmul_max_tokens(int64_t t);
-  // Forces the small-batch kernel's shape `variant` (tests, benchmarks; -1: kernel and shape chosen per matrix,
-  // the default; -2: the register-fed kernel for every matrix, its shape chosen per matrix; kernels.h,
-  // Fp8SmallMatmul::variant). Returns how many variants there are.
+  // Forces the small-batch kernel's shape `variant` (tests, benchmarks; -1: the streaming kernel, its stages
+  // chosen per matrix, the default; -2: the register-fed kernel for every matrix, its shape chosen per matrix;
+  // kernels.h, Fp8SmallMatmul::variant). Returns how many variants there are.
   int set_fp8_small_matmul_variant(int variant);
   // Which kernel serves prefill attention at head_dim 128 over a bf16 cache (kernels.h); for tests and
   // benchmarks comparing the two.

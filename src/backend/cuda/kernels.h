@@ -140,8 +140,8 @@ struct Fp8SmallMatmul {
   const float* w_scales;   // [N]
   float alpha;
   int64_t num_tokens, k, n;
-  // The kernel and its shape (tests, benchmarks: tide_bench --fp8-variant): -1 picks per matrix
-  // (fp8_small_matmul.cu), -2 the register-fed kernel with its shape picked per matrix, 0 ..
+  // The kernel and its shape (tests, benchmarks: tide_bench --fp8-variant): -1 the streaming kernel, its stages
+  // picked per matrix (fp8_small_matmul.cu), -2 the register-fed kernel with its shape picked per matrix, 0 ..
   // fp8_small_matmul_num_variants() - 1 one shape (the register-fed kernel's, then the streaming kernel's).
   int variant = -1;
   // Zeroed scratch of the stream's split tiles (fp8_stream_matmul.cu), fp8_split_scratch_bytes() long; one
