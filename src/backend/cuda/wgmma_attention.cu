@@ -3,8 +3,9 @@
 //
 // A work item is kRows = 128 consecutive packed rows of one sequence and one KV head, a row being (new token,
 // query head of the group), as a CTA of the mma.sync kernel (prefill_attention.cuh) serves them. The kernel is
-// persistent: one CTA per SM takes every gridDim.x-th item, longest first, and its three warpgroups keep their
-// pipeline across items (the next item's Q and first tiles load while the consumers finish the last one):
+// persistent: one CTA per SM takes one item of each round of gridDim.x items, longest first, and its three
+// warpgroups keep their pipeline across items (the next item's Q and first tiles load while the consumers
+// finish the last one):
 //  - warpgroup 0, the producer, gives most of its registers away (setmaxnreg) and gathers tiles of kKeys keys
 //    through the block table with cp.async into a ring of kStages stages, each copy counted on the stage's
 //    "full" mbarrier (cp.async.mbarrier.arrive), so no producer thread ever waits for its own copies; keys
@@ -30,10 +31,11 @@
 namespace tide::cuda::mma {
 namespace {
 
-// A persistent kernel: each CTA serves items blockIdx.x, blockIdx.x + gridDim.x, ... (prefill_item in
-// prefill_tiling.h: heads innermost, the sequences' last row tiles first). The stage ring runs on across items,
-// and the producer loads the next item's Q once the consumers are done with the current one's (q_empty: their
-// last S = Q K^T, or with FP8 their split of it), so the next item's first tiles land while they finish.
+// A persistent kernel: each CTA serves one item per round, in the order of prefill_scheduled_item
+// (prefill_tiling.h: the rounds run back and forth over the CTAs; prefill_item: heads innermost, the
+// sequences' last row tiles first). The stage ring runs on across items, and the producer loads the next
+// item's Q once the consumers are done with the current one's (q_empty: their last S = Q K^T, or with FP8
+// their split of it), so the next item's first tiles land while they finish.
 template <bool kFp8>
 __global__ void __launch_bounds__(WgmmaPrefillConfig<kFp8>::kThreads, 1)
     wgmma_prefill_kernel(const __grid_constant__ PrefillParams pp) {
@@ -77,6 +79,7 @@ __global__ void __launch_bounds__(WgmmaPrefillConfig<kFp8>::kThreads, 1)
   };
   // Work item `item` and its row tile; false when it has no row to compute.
   const auto item_tile = [&](int item, PrefillItem& work, PrefillRowTile& rt) {
+    if (item >= num_items) return false;  // a round with no item for this CTA
     work = prefill_item(item, static_cast<int>(p.num_seqs), static_cast<int>(p.num_heads_kv));
     if (staged_empty(work)) return false;
     rt = prefill_row_tile_at<C::kRows>(pp, work.listed, work.rank);
@@ -105,7 +108,10 @@ __global__ void __launch_bounds__(WgmmaPrefillConfig<kFp8>::kThreads, 1)
     const int warp = tid / 32, lane = tid % 32;
     int ring = 0;   // tiles this CTA has put in the stage ring
     int served = 0; // items this CTA has served
-    for (int item = static_cast<int>(blockIdx.x); item < num_items; item += static_cast<int>(gridDim.x)) {
+    for (int round = 0;; ++round) {
+      const int item =
+          prefill_scheduled_item(round, static_cast<int>(blockIdx.x), static_cast<int>(gridDim.x), num_items);
+      if (item < 0) break;
       PrefillItem work;
       PrefillRowTile rt;
       if (!item_tile(item, work, rt)) continue;
@@ -260,7 +266,9 @@ __global__ void __launch_bounds__(WgmmaPrefillConfig<kFp8>::kThreads, 1)
   const uint32_t q_rows = q_tile + 64 * consumer * 128;
   const uint32_t q_hi = q_split + 64 * consumer * 128, q_lo = q_hi + C::kRows * 128;
   int ring = 0, served = 0;
-  for (int item = static_cast<int>(blockIdx.x); item < num_items; item += static_cast<int>(gridDim.x)) {
+  for (int round = 0;; ++round) {
+    const int item = prefill_scheduled_item(round, static_cast<int>(blockIdx.x), static_cast<int>(gridDim.x), num_items);
+    if (item < 0) break;
     PrefillItem work;
     PrefillRowTile rt;
     if (!item_tile(item, work, rt)) continue;
