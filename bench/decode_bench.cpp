@@ -98,6 +98,7 @@ void decode_point(const BenchModel& m, const BenchOptions& options, int64_t num_
   }
   backend->set_fp8_small_matmul_variant(options.fp8_variant);
   if (options.bf16_small_max_tokens >= 0) backend->set_bf16_small_matmul_max_tokens(options.bf16_small_max_tokens);
+  backend->set_fp8_wgmma_stream_shares(options.fp8_wgmma_stream_shares);
   if (options.fp8_wgmma_max_tokens >= 0 && baseline != Baseline::kCublasFp8) {
     backend->set_fp8_wgmma_matmul_max_tokens(options.fp8_wgmma_max_tokens);
   }

@@ -36,6 +36,9 @@ struct BenchOptions {
   // decode: the most tokens an FP8 matmul runs on the wgmma kernel (-1: the backend's default;
   // CudaBackend::set_fp8_wgmma_matmul_max_tokens)
   int64_t fp8_wgmma_max_tokens = -1;
+  // decode: whether the wgmma FP8 matmuls of the two streams' chains take their stream's share of the SMs
+  // (CudaBackend::set_fp8_wgmma_stream_shares)
+  bool fp8_wgmma_stream_shares = true;
   // decode and prefill: the most tokens a bf16 matmul runs on tide's small-batch kernel (-1: the backend's
   // rule; CudaBackend::set_bf16_small_matmul_max_tokens)
   int64_t bf16_small_max_tokens = -1;

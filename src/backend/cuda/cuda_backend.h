@@ -112,6 +112,10 @@ class CudaBackend final : public Backend {
   // does not take them: negative, the default, those of cuda::fp8_wgmma_preferred; T >= 0, every count up to T
   // (0: cuBLASLt above the small-batch kernel's range), clamped to the kernel's limit.
   void set_fp8_wgmma_matmul_max_tokens(int64_t t);
+  // Whether the wgmma FP8 matmuls issued while both streams' chains run (between side_begin and side_join)
+  // take their stream's share of the SMs (cuda::fp8_wgmma_stream_sms; on, the default) or every SM; for
+  // benchmarks measuring the difference.
+  void set_fp8_wgmma_stream_shares(bool on) { fp8_wgmma_stream_shares_ = on; }
   // Forces the small-batch kernel's shape `variant` (tests, benchmarks; -1: the streaming kernel, its stages
   // chosen per matrix, the default; -2: the register-fed kernel for every matrix, its shape chosen per matrix;
   // kernels.h, Fp8SmallMatmul::variant). Returns how many variants there are.
@@ -172,6 +176,8 @@ class CudaBackend final : public Backend {
   cuda::PrefillAttentionKernel prefill_kernel_ = cuda::PrefillAttentionKernel::kAuto;
   int decode_ctas_per_sm_ = 0;
   bool fp8_kv_prefill_dequantize_ = true;
+  bool fp8_wgmma_stream_shares_ = true;
+  bool side_forked_ = false;  // between side_begin and side_join: the side stream's work runs beside the main's
   // Ops go to stream_ (with workspace_ for cuBLASLt): the main stream's, or the side stream's between
   // side_begin() and side_end().
   cudaStream_t stream_ = nullptr;

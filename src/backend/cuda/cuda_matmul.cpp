@@ -87,8 +87,10 @@ void CudaBackend::matmul_fp8(Tensor out, const Tensor& x8, const Tensor& x_scale
     return;
   }
   const bool wgmma = fp8_wgmma_max_tokens_ < 0 ? cuda::fp8_wgmma_preferred(t) : t <= fp8_wgmma_max_tokens_;
-  if (wgmma && cuda::fp8_wgmma_matmul_supports(t, k, n) &&
-      cuda::launch_fp8_wgmma_matmul(p, num_sms_, stream_)) {
+  const int sms = side_forked_ && fp8_wgmma_stream_shares_
+                      ? cuda::fp8_wgmma_stream_sms(num_sms_, stream_ == side_stream_, t)
+                      : num_sms_;
+  if (wgmma && cuda::fp8_wgmma_matmul_supports(t, k, n) && cuda::launch_fp8_wgmma_matmul(p, sms, stream_)) {
     return;
   }
   MatmulPlan& plan = matmul_plan(t, k, n, out.dtype == DType::kF32 ? CUDA_R_32F : CUDA_R_16BF, /*fp8=*/true);

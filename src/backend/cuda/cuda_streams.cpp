@@ -25,6 +25,7 @@ void CudaBackend::side_begin() {
   TIDE_CHECK(stream_ == main_stream_);
   TIDE_CUDA_CHECK(cudaEventRecord(side_fork_, main_stream_));
   TIDE_CUDA_CHECK(cudaStreamWaitEvent(side_stream_, side_fork_, 0));
+  side_forked_ = true;
   stream_ = side_stream_;
   workspace_ = side_workspace_;
   split_scratch_ = side_split_scratch_;
@@ -40,6 +41,7 @@ void CudaBackend::side_join() {
   TIDE_CHECK(stream_ == main_stream_);
   TIDE_CUDA_CHECK(cudaEventRecord(side_done_, side_stream_));
   TIDE_CUDA_CHECK(cudaStreamWaitEvent(main_stream_, side_done_, 0));
+  side_forked_ = false;
 }
 
 // --- graphs ---
@@ -70,6 +72,7 @@ std::unique_ptr<Backend::Graph> CudaBackend::capture(const std::function<void()>
     body();
   } catch (...) {
     capturing_ = false;
+    side_forked_ = false;
     stream_ = main_stream_, workspace_ = main_workspace_, split_scratch_ = main_split_scratch_;
     if (cudaStreamEndCapture(stream_, &graph) == cudaSuccess && graph) cudaGraphDestroy(graph);
     throw;

@@ -231,6 +231,20 @@ constexpr bool fp8_wgmma_preferred(int64_t t) {
 }
 static_assert(fp8_wgmma_preferred(64) && fp8_wgmma_preferred(96) && !fp8_wgmma_preferred(128) &&
               fp8_wgmma_preferred(160) && !fp8_wgmma_preferred(161) && !fp8_wgmma_preferred(257));
+// The SMs (CTAs) a wgmma matmul of T tokens takes while the other stream's chain runs beside it (CudaBackend
+// between side_begin and side_join: in a Cohere2 layer the MLP's gate_up and down on the side stream, the
+// attention chain's qkv and o on the main one). Each CTA holds an SM's registers, so with every matmul on every
+// SM the two chains' kernels ran in turn and the attention chain waited for gate_up's CTAs at every layer; with
+// shares they run at once. The side stream's matmuls take 8/11 of the SMs (96 of 132), the main stream's
+// 4/11, or 3/11 at tiles over 96 tokens (a verify step's 160), where their products weigh more: the best of
+// the splits measured on R7B FP8 decode and verify steps (docs/perf-log/2026-12.md, 2026-12-06).
+constexpr int fp8_wgmma_stream_sms(int num_sms, bool side, int64_t t) {
+  const int elevenths = side ? 8 : (fp8_wgmma_tile_tokens(t) > 96 ? 3 : 4);
+  const int sms = num_sms * elevenths / 11;
+  return sms > 0 ? sms : 1;
+}
+static_assert(fp8_wgmma_stream_sms(132, true, 32) == 96 && fp8_wgmma_stream_sms(132, false, 64) == 48 &&
+              fp8_wgmma_stream_sms(132, false, 160) == 36 && fp8_wgmma_stream_sms(1, false, 32) == 1);
 bool fp8_wgmma_matmul_supports(int64_t num_tokens, int64_t k, int64_t n);
 size_t fp8_wgmma_scratch_bytes(int num_sms);
 bool launch_fp8_wgmma_matmul(const Fp8SmallMatmul& p, int num_sms, cudaStream_t stream);
