@@ -267,7 +267,8 @@ __global__ void __launch_bounds__(WgmmaPrefillConfig<kFp8>::kThreads, 1)
   const uint32_t q_hi = q_split + 64 * consumer * 128, q_lo = q_hi + C::kRows * 128;
   int ring = 0, served = 0;
   for (int round = 0;; ++round) {
-    const int item = prefill_scheduled_item(round, static_cast<int>(blockIdx.x), static_cast<int>(gridDim.x), num_items);
+    const int item =
+        prefill_scheduled_item(round, static_cast<int>(blockIdx.x), static_cast<int>(gridDim.x), num_items);
     if (item < 0) break;
     PrefillItem work;
     PrefillRowTile rt;
