@@ -77,6 +77,10 @@ __global__ void __launch_bounds__(WgmmaPrefillConfig<kFp8>::kThreads, 1)
     const int count = it.listed < C::kStagedSeqs ? static_cast<int>(lds32(staged + 4 * it.listed)) : -1;
     return count >= 0 && prefill_rank_is_empty(it.rank, pp.tiles_per_seq, C::kRows, count, group);
   };
+  // This CTA's item of round `round` (prefill_scheduled_item: -1 past the last round, num_items for none).
+  const auto item_of = [&](int round) {
+    return prefill_scheduled_item(round, static_cast<int>(blockIdx.x), static_cast<int>(gridDim.x), num_items);
+  };
   // Work item `item` and its row tile; false when it has no row to compute.
   const auto item_tile = [&](int item, PrefillItem& work, PrefillRowTile& rt) {
     if (item >= num_items) return false;  // a round with no item for this CTA
@@ -109,8 +113,7 @@ __global__ void __launch_bounds__(WgmmaPrefillConfig<kFp8>::kThreads, 1)
     int ring = 0;   // tiles this CTA has put in the stage ring
     int served = 0; // items this CTA has served
     for (int round = 0;; ++round) {
-      const int item =
-          prefill_scheduled_item(round, static_cast<int>(blockIdx.x), static_cast<int>(gridDim.x), num_items);
+      const int item = item_of(round);
       if (item < 0) break;
       PrefillItem work;
       PrefillRowTile rt;
@@ -267,8 +270,7 @@ __global__ void __launch_bounds__(WgmmaPrefillConfig<kFp8>::kThreads, 1)
   const uint32_t q_hi = q_split + 64 * consumer * 128, q_lo = q_hi + C::kRows * 128;
   int ring = 0, served = 0;
   for (int round = 0;; ++round) {
-    const int item =
-        prefill_scheduled_item(round, static_cast<int>(blockIdx.x), static_cast<int>(gridDim.x), num_items);
+    const int item = item_of(round);
     if (item < 0) break;
     PrefillItem work;
     PrefillRowTile rt;
