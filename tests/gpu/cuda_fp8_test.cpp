@@ -144,12 +144,25 @@ struct EveryElementCase {
     }
   }
 
-  void check(CudaBackend& gpu, const std::string& what) const {
+  // The operands on the device and the output tensor; run() launches the product on the backend's stream.
+  struct Operands {
+    Tensor x8, x_scales, w8, w_scales, out;
+  };
+  Operands upload(CudaBackend& gpu) const {
     const std::vector<float> xs(static_cast<size_t>(t), 0.25f), ws(static_cast<size_t>(n), 0.5f);
-    Tensor og = gpu.alloc(DType::kF32, Shape{t, n});
-    gpu.matmul_fp8(og, gpu.upload(x8.data(), DType::kF8E4M3, Shape{t, k}),
-                   gpu.upload(xs.data(), DType::kF32, Shape{t}), gpu.upload(w8.data(), DType::kF8E4M3, Shape{n, k}),
-                   gpu.upload(ws.data(), DType::kF32, Shape{n}), 1.0f);
+    return {gpu.upload(x8.data(), DType::kF8E4M3, Shape{t, k}), gpu.upload(xs.data(), DType::kF32, Shape{t}),
+            gpu.upload(w8.data(), DType::kF8E4M3, Shape{n, k}), gpu.upload(ws.data(), DType::kF32, Shape{n}),
+            gpu.alloc(DType::kF32, Shape{t, n})};
+  }
+  static void run(CudaBackend& gpu, Operands& o) { gpu.matmul_fp8(o.out, o.x8, o.x_scales, o.w8, o.w_scales, 1.0f); }
+
+  void check(CudaBackend& gpu, const std::string& what) const {
+    Operands o = upload(gpu);
+    run(gpu, o);
+    expect(gpu, o.out, what);
+  }
+
+  void expect(CudaBackend& gpu, const Tensor& og, const std::string& what) const {
     const std::vector<float> got = test::to_f32(gpu, og);
     for (size_t e = 0; e < want.size(); ++e) {
       ASSERT_NEAR(got[e], want[e], 1e-6 * magnitudes[e] + 1e-30)
@@ -251,6 +264,31 @@ TEST_F(CudaFp8, WgmmaMatmulEveryElement) {
   cases.emplace_back(17, 1040, 20000, true);
   for (const EveryElementCase& c : cases) {
     for (int run = 0; run < 2; ++run) c.check(*gpu_, "wgmma");
+  }
+  gpu_->set_fp8_small_matmul_max_tokens(cuda::kFp8SmallMatmulMaxTokens);
+  gpu_->set_fp8_wgmma_matmul_max_tokens(-1);
+}
+
+// The wgmma kernel on its stream's share of the SMs (between side_begin and side_join, cuda::fp8_wgmma_stream_sms),
+// where the tiles and split units spread over fewer CTAs: on the side stream (8/11 of the SMs) and on the main
+// stream while the side one is forked (4/11; 3/11 at tiles over 96 tokens), every element exact as above.
+TEST_F(CudaFp8, WgmmaMatmulEveryElementOnAStreamsShareOfTheSms) {
+  gpu_->set_fp8_small_matmul_max_tokens(0);
+  gpu_->set_fp8_wgmma_matmul_max_tokens(cuda::kFp8WgmmaMatmulMaxTokens);
+  std::vector<EveryElementCase> cases;
+  for (const int64_t t : {32, 64, 96, 150, 160}) cases.emplace_back(t, 2064, 1000, true);
+  cases.emplace_back(17, 1040, 20000, true);
+  cases.emplace_back(128, 1040, 200, true);
+  for (const bool side : {true, false}) {
+    for (const EveryElementCase& c : cases) {
+      EveryElementCase::Operands o = c.upload(*gpu_);
+      gpu_->side_begin();  // the backend's stream is the side one until side_end
+      if (!side) gpu_->side_end();
+      EveryElementCase::run(*gpu_, o);
+      if (side) gpu_->side_end();
+      gpu_->side_join();
+      c.expect(*gpu_, o.out, side ? "wgmma, the side stream's share" : "wgmma, the main stream's share");
+    }
   }
   gpu_->set_fp8_small_matmul_max_tokens(cuda::kFp8SmallMatmulMaxTokens);
   gpu_->set_fp8_wgmma_matmul_max_tokens(-1);
