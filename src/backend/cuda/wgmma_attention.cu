@@ -456,22 +456,7 @@ __global__ void __launch_bounds__(WgmmaPrefillConfig<kFp8>::kThreads, 1)
       if (lane == 0) mbar_arrive(empty_bar + 8 * stage);
     }
 
-    // out = O / l; each quad writes 16 contiguous bytes per 8 columns of a row.
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      float l = row_sum[h];
-      l += __shfl_xor_sync(0xffffffffu, l, 1);
-      l += __shfl_xor_sync(0xffffffffu, l, 2);
-      const int row = row0 + wg_row + lane / 4 + 8 * h;
-      if (row >= num_rows) continue;
-      const float inv = l > 0.0f ? kOutScale / l : 0.0f;
-      bf16* out = p.out + static_cast<int64_t>(seq_begin + row / group) * p.num_heads * D +
-                  (kv_head * group + row % group) * D + 2 * (lane % 4);
-#pragma unroll
-      for (int j = 0; j < D / 8; ++j) {
-        *reinterpret_cast<uint32_t*>(out + 8 * j) = pack_bf16(o[4 * j + 2 * h] * inv, o[4 * j + 2 * h + 1] * inv);
-      }
-    }
+    store_rows(p, o, row_sum, kOutScale, row0 + wg_row + lane / 4, num_rows, seq_begin, group, kv_head, lane);
     ++served;
   }
 }

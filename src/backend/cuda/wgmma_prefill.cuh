@@ -1,5 +1,5 @@
-// The wgmma prefill attention kernel's (wgmma_attention.cu) shared-memory and register plan, and the device
-// helpers of its FP8-cache path. Included by wgmma_attention.cu only; not a public header.
+// The wgmma prefill attention kernel's (wgmma_attention.cu) shared-memory and register plan, the device
+// helpers of its FP8-cache path, and its output store. Included by wgmma_attention.cu only; not a public header.
 #pragma once
 
 #include <cuda_fp16.h>
@@ -106,6 +106,30 @@ __device__ __forceinline__ uint32_t fp8_tile_multiplier(float scale) {
 // halves swapped, so that two adjacent rows' same chunks fall in different bank groups.
 __device__ __forceinline__ uint32_t code_chunk_offset(int r, int c) {
   return static_cast<uint32_t>((c ^ ((r & 1) * 4)) * 16);
+}
+
+// A consumer thread's two rows of an item's output, out = O / l times `out_scale` in bf16: rows `row` and
+// row + 8 of the item (row = (token - the sequence's first) group + query head in the group), skipped past
+// `num_rows`; each quad of lanes writes 16 contiguous bytes per 8 columns of a row.
+__device__ __forceinline__ void store_rows(const PagedAttentionParams& p, const float (&o)[64],
+                                           const float (&row_sum)[2], float out_scale, int row, int num_rows,
+                                           int seq_begin, int group, int kv_head, int lane) {
+  constexpr int D = WgmmaPrefillConfig<false>::kD;  // both kernels' head_dim
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float l = row_sum[h];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    const int r = row + 8 * h;
+    if (r >= num_rows) continue;
+    const float inv = l > 0.0f ? out_scale / l : 0.0f;
+    bf16* out = p.out + static_cast<int64_t>(seq_begin + r / group) * p.num_heads * D +
+                (kv_head * group + r % group) * D + 2 * (lane % 4);
+#pragma unroll
+    for (int j = 0; j < D / 8; ++j) {
+      *reinterpret_cast<uint32_t*>(out + 8 * j) = pack_bf16(o[4 * j + 2 * h] * inv, o[4 * j + 2 * h + 1] * inv);
+    }
+  }
 }
 
 }  // namespace tide::cuda::mma
