@@ -6,6 +6,7 @@
 #include <cstring>
 #include <vector>
 
+#include "backend/attention_window.h"
 #include "backend/cpu/cpu_backend.h"
 #include "core/error.h"
 #include "core/fp8.h"
@@ -93,7 +94,7 @@ void CpuBackend::attention(Tensor out, const Tensor& qkv, const KvStorage& kv, i
     const int32_t* table = batch.block_tables.as<int32_t>() + s * max_blocks;
     for (int64_t t = starts[s]; t < starts[s + 1]; ++t) {
       const int64_t pos = positions[t];
-      const int64_t first = window == 0 ? 0 : std::max<int64_t>(0, pos - window + 1);
+      const int64_t first = std::max<int64_t>(0, window_first_key(pos, window));
       TIDE_CHECK(pos / kv.block_size < max_blocks);
       if (table[pos / kv.block_size] == kNullBlock) {
         // A padding row (Cohere2Model pads decode batches to a graph's size: null table, slot -1): a real

@@ -18,6 +18,7 @@
 
 #include <cfloat>
 
+#include "backend/attention_window.h"
 #include "backend/cuda/block_reduce.cuh"
 #include "backend/cuda/decode_mma.cuh"
 #include "backend/cuda/launch.cuh"
@@ -199,7 +200,7 @@ __global__ void __launch_bounds__(DecodeConfig<D, kS, kFp8, kN, kCtas>::kThreads
     for (int j = 0; j < 2; ++j) {
       const int r = min(8 * n + 2 * t + j, rows - 1);
       row_last[n][j] = pos_first + r / group;
-      row_first[n][j] = p.window == 0 ? 0 : row_last[n][j] - p.window + 1;
+      row_first[n][j] = window_first_key(row_last[n][j], p.window);
     }
   }
 

@@ -9,6 +9,7 @@
 // prompt gives the same outputs with or without a reused prefix. Plain C++17.
 #pragma once
 
+#include "backend/attention_window.h"
 #include "core/host_device.h"
 
 namespace tide::cuda {

@@ -381,7 +381,7 @@ __global__ void __launch_bounds__(WgmmaPrefillConfig<kFp8>::kThreads, 1)
           // Padding rows past the sequence get position -1: every key masked.
           const int row = row0 + wg_row + lane / 4 + 8 * h;
           const int pos = row < num_rows ? pos_first + row / group - tok_first : -1;
-          const int first_key = window == 0 ? 0 : pos - window + 1;
+          const int first_key = window_first_key(pos, window);
 #pragma unroll
           for (int j = 0; j < C::kKeys / 8; ++j) {
 #pragma unroll
