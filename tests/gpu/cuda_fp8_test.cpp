@@ -247,6 +247,13 @@ TEST_F(CudaFp8, SmallBatchDispatchGivesATokenTheSameBitsAtEveryBatchSize) {
   }
 }
 
+// Every FP8 matmul of up to kFp8WgmmaMatmulMaxTokens tokens on the wgmma kernel (the small-batch kernel and
+// cuBLASLt off for them). Each test has a backend of its own, so nothing needs restoring.
+void wgmma_matmul_only(CudaBackend& gpu) {
+  gpu.set_fp8_small_matmul_max_tokens(0);
+  gpu.set_fp8_wgmma_matmul_max_tokens(cuda::kFp8WgmmaMatmulMaxTokens);
+}
+
 // The wgmma kernel (fp8_wgmma_matmul.cu) on every element, on small integers (exact in its tensor-core sums:
 // any other error is a wrong row, token or split): each token width (32, 64, 96, 128 in one instruction; 160,
 // 192, 256 in two) at its edges, also at 1 token (the small-batch kernel turned off); tiles split over up to 9
@@ -254,8 +261,7 @@ TEST_F(CudaFp8, SmallBatchDispatchGivesATokenTheSameBitsAtEveryBatchSize) {
 // stream of many tiles (N 20000); K with a partial last stage. Each twice, so split tiles also meet counters a kernel left at zero. Its
 // precision on random codes is MatmulMatchesTheCpuWithinBf16Rounding's.
 TEST_F(CudaFp8, WgmmaMatmulEveryElement) {
-  gpu_->set_fp8_small_matmul_max_tokens(0);
-  gpu_->set_fp8_wgmma_matmul_max_tokens(cuda::kFp8WgmmaMatmulMaxTokens);
+  wgmma_matmul_only(*gpu_);
   std::vector<EveryElementCase> cases;
   for (const int64_t t : {1, 17, 32, 33, 64, 65, 96, 97, 128, 129, 160, 161, 192, 193, 256}) {
     cases.emplace_back(t, 1040, 200, true);
@@ -265,16 +271,13 @@ TEST_F(CudaFp8, WgmmaMatmulEveryElement) {
   for (const EveryElementCase& c : cases) {
     for (int run = 0; run < 2; ++run) c.check(*gpu_, "wgmma");
   }
-  gpu_->set_fp8_small_matmul_max_tokens(cuda::kFp8SmallMatmulMaxTokens);
-  gpu_->set_fp8_wgmma_matmul_max_tokens(-1);
 }
 
 // The wgmma kernel on its stream's share of the SMs (between side_begin and side_join, cuda::fp8_wgmma_stream_sms),
 // where the tiles and split units spread over fewer CTAs: on the side stream (8/11 of the SMs) and on the main
 // stream while the side one is forked (4/11; 3/11 at tiles over 96 tokens), every element exact as above.
 TEST_F(CudaFp8, WgmmaMatmulEveryElementOnAStreamsShareOfTheSms) {
-  gpu_->set_fp8_small_matmul_max_tokens(0);
-  gpu_->set_fp8_wgmma_matmul_max_tokens(cuda::kFp8WgmmaMatmulMaxTokens);
+  wgmma_matmul_only(*gpu_);
   std::vector<EveryElementCase> cases;
   for (const int64_t t : {32, 64, 96, 150, 160}) cases.emplace_back(t, 2064, 1000, true);
   cases.emplace_back(17, 1040, 20000, true);
@@ -290,8 +293,6 @@ TEST_F(CudaFp8, WgmmaMatmulEveryElementOnAStreamsShareOfTheSms) {
       c.expect(*gpu_, o.out, side ? "wgmma, the side stream's share" : "wgmma, the main stream's share");
     }
   }
-  gpu_->set_fp8_small_matmul_max_tokens(cuda::kFp8SmallMatmulMaxTokens);
-  gpu_->set_fp8_wgmma_matmul_max_tokens(-1);
 }
 
 // The fused kernels against the same ops unfused on the GPU (Backend's default compositions: bit for bit,
