@@ -19,6 +19,14 @@ __device__ __forceinline__ uint64_t desc_sw128(uint32_t addr, uint32_t lbo, uint
          (static_cast<uint64_t>(sbo >> 4) << 32) | (uint64_t{1} << 62);
 }
 
+// `address` through an empty statement the compiler cannot see into: descriptors built from the result are
+// computed where they are used, a few integer instructions per product, instead of being hoisted out of the
+// loop and held in registers (8 loop-invariant 64-bit descriptors of Q would cost 16 of them).
+__device__ __forceinline__ uint32_t opaque(uint32_t address) {
+  asm volatile("" : "+r"(address));
+  return address;
+}
+
 // Byte offset of 16-byte chunk `chunk` (0 .. 15) of row `row` in a tile of kTileRows rows of 128 dims stored
 // as that layout: two 64-dim panels of kTileRows 128-byte rows, the panel's chunk c of row r at c ^ (r % 8).
 template <int kTileRows>

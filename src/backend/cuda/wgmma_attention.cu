@@ -354,11 +354,14 @@ __global__ void __launch_bounds__(WgmmaPrefillConfig<kFp8>::kThreads, 1)
           wgmma::m64k32_e4m3<128>(s, a, b, kk > 0);
         }
       } else {
+        // The bases made opaque (wgmma::opaque): with the registers this frees, the bf16 kernel ran 1-2% faster
+        // on an H100 (the FP8 kernel did not: it keeps its descriptors hoisted).
+        const uint32_t q_base = wgmma::opaque(q_rows), k_base = wgmma::opaque(k_tile);
 #pragma unroll
         for (int kk = 0; kk < D / 16; ++kk) {
           const uint32_t panel = kk / 4, step = (kk % 4) * 32;
-          const uint64_t a = wgmma::desc_sw128(q_rows + panel * C::kRows * 128 + step, 16, 1024);
-          const uint64_t b = wgmma::desc_sw128(k_tile + panel * C::kKeys * 128 + step, 16, 1024);
+          const uint64_t a = wgmma::desc_sw128(q_base + panel * C::kRows * 128 + step, 16, 1024);
+          const uint64_t b = wgmma::desc_sw128(k_base + panel * C::kKeys * 128 + step, 16, 1024);
           wgmma::m64n128k16_ss(s, a, b, kk > 0);
         }
       }
@@ -441,10 +444,11 @@ __global__ void __launch_bounds__(WgmmaPrefillConfig<kFp8>::kThreads, 1)
         pa[kk][3] = pack_bf16(s[8 * kk + 6], s[8 * kk + 7]);
       }
       wgmma::fence();
+      const uint32_t v_base = kFp8 ? v_tile : wgmma::opaque(v_tile);
 #pragma unroll
       for (int kk = 0; kk < C::kKeys / 16; ++kk) {
         // Keys 16 kk ..: two 8-key groups (sbo 1024), the two 64-dim panels (lbo one panel).
-        const uint64_t b = wgmma::desc_sw128(v_tile + kk * 16 * 128, C::kKeys * 128, 1024);
+        const uint64_t b = wgmma::desc_sw128(v_base + kk * 16 * 128, C::kKeys * 128, 1024);
         wgmma::m64n128k16_rs_tb(o, pa[kk], b);
       }
       wgmma::commit_group();
