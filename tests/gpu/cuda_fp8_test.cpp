@@ -25,9 +25,10 @@ using test::fixture;
 
 class CudaFp8 : public test::CpuAndCudaTest {};
 
+// 9 rows, and 600 (prefill sizes: narrower blocks, row_tile.cuh's kManyRows), of lengths on each tile shape.
 TEST_F(CudaFp8, QuantizeMatchesTheCpuBitForBit) {
-  for (int64_t cols : {int64_t{96}, int64_t{4096}, int64_t{12288}}) {
-    const int64_t rows = 9;
+  for (const auto& [rows, cols] : {std::pair<int64_t, int64_t>{9, 96}, {9, 4096}, {9, 12288}, {600, 96}, {600, 4096},
+                                   {600, 8000}, {600, 12288}, {600, 20000}}) {
     std::vector<float> x = test::random_bf16_values(static_cast<size_t>(rows * cols), 11, 3.0f);
     for (int64_t i = 0; i < cols; ++i) x[static_cast<size_t>(cols + i)] *= 2048.0f;  // a wide row (a power of two: bf16-exact)
     for (int64_t i = 0; i < cols; ++i) x[static_cast<size_t>(2 * cols + i)] = 0.0f;  // an all-zero row
@@ -40,8 +41,8 @@ TEST_F(CudaFp8, QuantizeMatchesTheCpuBitForBit) {
     std::vector<float> scales(static_cast<size_t>(rows));
     gpu_->download(qg, codes.data());
     gpu_->download(sg, scales.data());
-    EXPECT_EQ(scales, std::vector<float>(sc.as<float>(), sc.as<float>() + rows)) << cols;
-    EXPECT_EQ(codes, std::vector<uint8_t>(qc.as<uint8_t>(), qc.as<uint8_t>() + rows * cols)) << cols;
+    EXPECT_EQ(scales, std::vector<float>(sc.as<float>(), sc.as<float>() + rows)) << rows << " x " << cols;
+    EXPECT_EQ(codes, std::vector<uint8_t>(qc.as<uint8_t>(), qc.as<uint8_t>() + rows * cols)) << rows << " x " << cols;
   }
 }
 
@@ -369,11 +370,13 @@ TEST_F(CudaFp8Fused, ResidualLayerNormFp8) {
 }
 
 // Few tokens spread each row over several CTAs (one per 2048 elements) that exchange their maxima; more
-// tokens, one CTA per row. Rows of R7B's and Command-A's MLP, a row with a short last CTA, and one without
-// 16-byte accesses; each shape twice, so the CTAs' counters are reused.
+// tokens, one CTA per row, narrower ones from 512 tokens on (row_tile.cuh's kManyRows). Rows of R7B's and
+// Command-A's MLP, a row with a short last CTA, and rows without 16-byte accesses; each shape twice, so the
+// CTAs' counters are reused.
 TEST_F(CudaFp8Fused, SiluMulFp8) {
-  const std::pair<int64_t, int64_t> shapes[] = {{1, 14336}, {4, 14336}, {16, 14336}, {17, 14336}, {3, 36864},
-                                                {16, 36864}, {2, 1000}, {5, 3001}};
+  const std::pair<int64_t, int64_t> shapes[] = {{1, 14336},   {4, 14336},   {16, 14336}, {17, 14336},
+                                                {3, 36864},   {16, 36864},  {2, 1000},   {5, 3001},
+                                                {600, 14336}, {520, 36864}, {513, 8000}, {700, 3001}};
   for (const auto& [rows, inter] : shapes) {
     const auto gate_up =
         both(cpu_, *gpu_, test::random_bf16_values(static_cast<size_t>(rows * 2 * inter), 9, 2.0f),

@@ -153,7 +153,7 @@ void launch_quantize_fp8(const QuantizeFp8Params& p, cudaStream_t stream) {
   TIDE_CHECK(!p.x_f32);
   const auto* x = static_cast<const bf16*>(p.x);
   const bool vec = p.cols % 8 == 0 && aligned(p.out) && aligned(x);
-  with_row_tile(p.cols, [&](auto threads, auto chunks) {
+  with_row_tile(p.cols, p.rows, [&](auto threads, auto chunks) {
     launch_kernel(quantize_fp8_kernel<threads.value, chunks.value>, static_cast<unsigned>(p.rows), threads.value, 0,
                   stream, p.out, p.scales, x, p.cols, vec);
   });
@@ -190,7 +190,7 @@ void launch_silu_mul_fp8_split(const SiluMulParams& p, cudaStream_t stream) {
 void launch_silu_mul_fp8(const SiluMulParams& p, cudaStream_t stream) {
   if (p.num_tokens <= 0) return;
   const bool vec = p.inter % 8 == 0 && aligned(p.out8) && aligned(p.gate_up);
-  with_row_tile(p.inter, [&](auto threads, auto chunks) {
+  with_row_tile(p.inter, p.num_tokens, [&](auto threads, auto chunks) {
     launch_kernel(silu_mul_fp8_kernel<threads.value, chunks.value>, static_cast<unsigned>(p.num_tokens),
                   threads.value, 0, stream, p.out8, p.scales, p.gate_up, p.inter, vec);
   });

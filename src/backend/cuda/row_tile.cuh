@@ -88,6 +88,26 @@ void with_row_tile(int64_t n, Launch&& launch) {
   }
 }
 
+// with_row_tile() for kernels over `rows` rows of n elements: from kManyRows rows on (prefill chunks, long
+// verify steps), narrower blocks holding more chunks per thread, 256 x 2 (rows up to 4096), 256 x 4 (8192),
+// 256 x 8 (16384), so that two or three blocks share an SM and one block's loads run while another reduces and
+// writes (one 1024-thread block per SM, 1024 x 2, runs those phases one after the other: R7B's SwiGLU with its
+// quantization ran at half the copy bandwidth). Longer rows keep 512 x 10. The tile shape does not change a
+// kernel's results.
+inline constexpr int64_t kManyRows = 512;
+template <typename Launch>
+void with_row_tile(int64_t n, int64_t rows, Launch&& launch) {
+  if (rows < kManyRows || n > 256 * 8 * 8) {
+    with_row_tile(n, launch);
+  } else if (n <= 256 * 2 * 8) {
+    launch(std::integral_constant<int, 256>{}, std::integral_constant<int, 2>{});
+  } else if (n <= 256 * 4 * 8) {
+    launch(std::integral_constant<int, 256>{}, std::integral_constant<int, 4>{});
+  } else {
+    launch(std::integral_constant<int, 256>{}, std::integral_constant<int, 8>{});
+  }
+}
+
 // Writes the n codes of a block's row tile quantized with `scale` (core/fp8.h's arithmetic).
 template <int kThreads, int kChunks>
 __device__ void quantize_tile_with_scale(const RowTile<kThreads, kChunks>& y, uint8_t* q, float scale, int64_t n,
