@@ -268,12 +268,18 @@ TEST_F(CudaOps, FusedRopeAndFp8KvStoreQuantizesTheRotatedRows) {
   EXPECT_NE(got, empty);
 }
 
+// SwiGLU on rows of 16-byte chunks (R7B's MLP; 70000 rows of 8, past the 65535 rows one launch's grid spans)
+// and of single elements (rows of 300 and 1001 elements); then add.
 TEST_F(CudaOps, SiluMulAndAdd) {
-  const auto gu = both(cpu_, *gpu_, test::random_bf16_values(6 * 2 * 300, 7, 2.0f), Shape{6, 600});
-  Tensor c = cpu_.alloc(DType::kF32, Shape{6, 300}), g = gpu_->alloc(DType::kBF16, Shape{6, 300});
-  cpu_.silu_mul(c, gu.cpu);
-  gpu_->silu_mul(g, gu.gpu);
-  EXPECT_LT(test::rel_err(test::to_f32(*gpu_, g), test::to_f32(cpu_, c)), 2 * test::kBf16Rounding);
+  for (const auto& [tokens, inter] : {std::pair<int64_t, int64_t>{6, 300}, {3, 1001}, {9, 14336}, {70000, 8}}) {
+    const auto gu = both(cpu_, *gpu_, test::random_bf16_values(static_cast<size_t>(tokens * 2 * inter), 7, 2.0f),
+                         Shape{tokens, 2 * inter});
+    Tensor c = cpu_.alloc(DType::kF32, Shape{tokens, inter}), g = gpu_->alloc(DType::kBF16, Shape{tokens, inter});
+    cpu_.silu_mul(c, gu.cpu);
+    gpu_->silu_mul(g, gu.gpu);
+    EXPECT_LT(test::rel_err(test::to_f32(*gpu_, g), test::to_f32(cpu_, c)), 2 * test::kBf16Rounding)
+        << tokens << " x " << inter;
+  }
   const auto a = both(cpu_, *gpu_, test::random_bf16_values(1000, 8), Shape{1000});
   const auto b = both(cpu_, *gpu_, test::random_bf16_values(1000, 9), Shape{1000});
   Tensor sc = cpu_.alloc(DType::kF32, Shape{1000});
