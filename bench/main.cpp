@@ -148,7 +148,7 @@ int main(int argc, char** argv) {
   app.add_flag("--ablate", flags.options.ablate, "decode: time the first point without each op group in turn");
   app.add_option("--trace", flags.options.trace_prefix,
                  "decode: also write a CUPTI kernel timeline of each point to PREFIX-B<batch>-C<context>.csv (verify "
-                 "points: ...-k<drafts>.csv)");
+                 "points: ...-k<drafts>.csv); prefill: of one more run of each prompt to PREFIX-prefill-<tokens>.csv");
   app.add_flag("--fp8", flags.options.fp8, "FP8 E4M3 linear weights with row scales (the model's FP8 path)");
   app.add_option("--linear-tokens", flags.options.linear_tokens, "token counts of the linear section")
       ->delimiter(',');

@@ -3,13 +3,16 @@
 // chunk to the last. FLOPs counted: 2 x layer matmul parameters x tokens, attention 4 x heads x head_dim per
 // (query, key) pair the layer's mask allows, and the logits matmul of one row. Then the linear layers alone
 // for one chunk: every layer's four matmuls (qkv, o, gate_up, down) at the chunk's token count, as the
-// forward pass runs them, FLOPs 2 x parameters x tokens.
+// forward pass runs them, FLOPs 2 x parameters x tokens; and the elementwise ops between them (ops_point).
+// With --trace, one more run of each prompt under
+// CUPTI writes its kernels to PREFIX-prefill-<tokens>.csv.
 #include <fmt/format.h>
 
 #include <memory>
 
 #include "backend/cuda/cuda_backend.h"
 #include "bench/bench_util.h"
+#include "bench/kernel_trace.h"
 #include "bench/kv_setup.h"
 #include "bench/sections.h"
 #include "bench/synthetic_model.h"
@@ -82,6 +85,15 @@ void prefill_point(const Cohere2Model& model, CudaBackend& backend, const BenchO
   std::vector<double> ms;
   for (int i = 0; i < runs; ++i) ms.push_back(run_prompt(model, manager, kv, num_tokens, chunk, timer));
 
+  if (!options.trace_prefix.empty()) {
+    // One more run under CUPTI: every kernel of the prompt, for where its time goes.
+    KernelTrace tracer;
+    run_prompt(model, manager, kv, num_tokens, chunk, timer);
+    const std::string path = fmt::format("{}-prefill-{}.csv", options.trace_prefix, num_tokens);
+    write_trace_csv(path, tracer.finish());
+    row.details["trace"] = path;
+  }
+
   const double t = median(ms);
   const double flops = prefill_flops(c, num_tokens);
   row.time_ms = t;
@@ -152,6 +164,62 @@ void linear_point(const BenchModel& m, CudaBackend& backend, const BenchOptions&
   report.add(std::move(row));
 }
 
+// The elementwise ops around a prefill chunk's matmuls, each alone at `num_tokens` rows, in the forms the model
+// runs (FP8 models: those that quantize for the next FP8 matmul): the SwiGLU that feeds down, the attention
+// output's quantization for o (FP8 only), and the residual adds with the next layer's norm. Each row: the time
+// of one call (median over bursts of 10) and the bytes it reads and writes per second.
+void ops_point(const BenchModel& m, CudaBackend& backend, const BenchOptions& options, int64_t num_tokens,
+               Report& report) {
+  const ModelConfig& c = m.config;
+  const int64_t t = num_tokens, hidden = c.hidden_size, inter = c.intermediate_size, q = c.q_size();
+  Tensor gate_up = backend.alloc(DType::kBF16, Shape{t, 2 * inter});
+  Tensor act = backend.alloc(DType::kBF16, Shape{t, inter});
+  Tensor attn = backend.alloc(DType::kBF16, Shape{t, q});
+  Tensor h = backend.alloc(DType::kBF16, Shape{t, hidden});
+  Tensor a = backend.alloc(DType::kBF16, Shape{t, hidden});
+  Tensor b = backend.alloc(DType::kBF16, Shape{t, hidden});
+  Tensor x = backend.alloc(DType::kBF16, Shape{t, hidden});
+  for (const Tensor* r : {&gate_up, &attn, &h, &a, &b}) fill_random(backend, *r, 0.0f, 1.0f);
+  Tensor codes = backend.alloc(DType::kF8E4M3, Shape{t, std::max(inter, std::max(q, hidden))});
+  Tensor scales = backend.alloc(DType::kF32, Shape{t});
+  const auto codes_of = [&](int64_t cols) { return codes.reshape(Shape{codes.numel() / cols, cols}).slice_rows(0, t); };
+  const Tensor& norm = m.weights.layers.front().input_norm;
+  const float eps = static_cast<float>(c.layer_norm_eps);
+  EventTimer timer(backend.stream());
+  const auto measure = [&](const std::string& what, const std::string& shape, int64_t bytes, const auto& op) {
+    constexpr int kBurst = 10;
+    op();  // warm-up
+    std::vector<double> ms;
+    for (int i = 0; i < options.timed_runs(5, 3); ++i) {
+      timer.start();
+      for (int k = 0; k < kBurst; ++k) op();
+      timer.stop();
+      ms.push_back(timer.elapsed_ms() / kBurst);
+    }
+    BenchRow row("prefill", what, shape);
+    row.time_ms = median(ms);
+    row.tok_per_s = static_cast<double>(t) / (*row.time_ms * 1e-3);
+    row.bytes_per_s = static_cast<double>(bytes) / (*row.time_ms * 1e-3);
+    row.details = {{"tokens", t}, {"bytes", bytes}, {"calls", kBurst * ms.size()}};
+    report.add(std::move(row));
+  };
+  const int64_t bf = 2;  // bytes of a bf16 value
+  if (options.fp8) {
+    measure(fmt::format("silu_mul_fp8, {} tokens", t), fmt::format("[{}, {}] -> FP8 [{}, {}]", t, 2 * inter, t, inter),
+            t * (2 * inter * bf + inter + 4), [&] { backend.silu_mul_fp8(codes_of(inter), scales, gate_up, act); });
+    measure(fmt::format("quantize_fp8, {} tokens", t), fmt::format("[{}, {}] -> FP8", t, q), t * (q * bf + q + 4),
+            [&] { backend.quantize_fp8(codes_of(q), scales, attn); });
+    measure(fmt::format("residual_layer_norm_fp8, {} tokens", t), fmt::format("3 x [{}, {}] -> h, FP8", t, hidden),
+            t * (4 * hidden * bf + hidden + 4),
+            [&] { backend.residual_layer_norm_fp8(h, a, b, codes_of(hidden), scales, norm, eps, x); });
+  } else {
+    measure(fmt::format("silu_mul, {} tokens", t), fmt::format("[{}, {}] -> [{}, {}]", t, 2 * inter, t, inter),
+            t * 3 * inter * bf, [&] { backend.silu_mul(act, gate_up); });
+    measure(fmt::format("residual_layer_norm, {} tokens", t), fmt::format("3 x [{}, {}] -> h, x", t, hidden),
+            t * 5 * hidden * bf, [&] { backend.residual_layer_norm(h, a, b, x, norm, eps); });
+  }
+}
+
 }  // namespace
 
 void run_prefill(const BenchModel& m, const BenchOptions& options, Report& report) {
@@ -174,6 +242,11 @@ void run_prefill(const BenchModel& m, const BenchOptions& options, Report& repor
     linear_point(m, *backend, options, chunk, report);
   } catch (const std::exception& e) {
     report.add(BenchRow("prefill", fmt::format("linear layers, {} tokens", chunk), "", fmt::format("error: {}", e.what())));
+  }
+  try {
+    ops_point(m, *backend, options, chunk, report);
+  } catch (const std::exception& e) {
+    report.add(BenchRow("prefill", fmt::format("elementwise ops, {} tokens", chunk), "", fmt::format("error: {}", e.what())));
   }
 }
 
