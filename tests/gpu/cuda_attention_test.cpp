@@ -257,6 +257,27 @@ TEST(CudaAttention, PrefillBothKernelsOnRaggedChunksWindowsAndGroups) {
   }
 }
 
+// More sequences in one prefill launch than the wgmma kernel stages the token counts of (1024): the row
+// tiles past each short sequence's rows, and the items of the sequences past the staged ones, are found empty
+// through the global counts. A step of 1100 short sequences (1 to 3 new tokens) and one of 300: the decode-first
+// order gives the short ones to the decode kernel, and run_case also runs the prefill kernel over all 1101,
+// each with the long one's 10 row tiles of items.
+TEST(CudaAttention, PrefillOfMoreSequencesThanTheKernelStagesCountsOf) {
+  TIDE_REQUIRE_GPU();
+  using K = cuda::PrefillAttentionKernel;
+  Case c{{{0, 300}}, 16, 0, {16, 4, 128}};
+  for (int i = 0; i < 1100; ++i) c.seqs.push_back({(i * 37) % 200, 1 + i % 3});
+  for (const bool fp8 : {false, true}) {
+    for (const K kernel : {K::kWgmma, K::kMmaSync}) {
+      SCOPED_TRACE(fmt::format("{}, {} cache", kernel == K::kWgmma ? "wgmma" : "mma.sync", fp8 ? "FP8" : "bf16"));
+      c.kernel = kernel;
+      c.fp8 = fp8;
+      c.window = fp8 ? 50 : 0;
+      run_case(c, 91);
+    }
+  }
+}
+
 // Prefill over an FP8 cache dequantizes the blocks it reads exactly: its outputs are those of the bf16 kernel
 // over a bf16 cache holding the same values, bit for bit, at both kernels, with windows, groups, ragged chunks
 // over cached prefixes, block sizes that do not divide a tile and NaN in released blocks. (No decodes: the
