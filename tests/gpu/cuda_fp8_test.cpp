@@ -370,13 +370,14 @@ TEST_F(CudaFp8Fused, ResidualLayerNormFp8) {
 }
 
 // Few tokens spread each row over several CTAs (one per 2048 elements) that exchange their maxima; more
-// tokens, one CTA per row, narrower ones from 512 tokens on (row_tile.cuh's kManyRows). Rows of R7B's and
-// Command-A's MLP, a row with a short last CTA, and rows without 16-byte accesses; each shape twice, so the
-// CTAs' counters are reused.
+// tokens, one CTA per row, narrower ones from 512 tokens on (row_tile.cuh's kManyRows; rows past 16384
+// elements through shared memory). Rows of R7B's and Command-A's MLP, a row with a short last CTA, and rows
+// without 16-byte accesses; each shape twice, so the CTAs' counters are reused.
 TEST_F(CudaFp8Fused, SiluMulFp8) {
   const std::pair<int64_t, int64_t> shapes[] = {{1, 14336},   {4, 14336},   {16, 14336}, {17, 14336},
                                                 {3, 36864},   {16, 36864},  {2, 1000},   {5, 3001},
-                                                {600, 14336}, {520, 36864}, {513, 8000}, {700, 3001}};
+                                                {600, 14336}, {520, 36864}, {600, 20000}, {513, 8000},
+                                                {700, 3001}};
   for (const auto& [rows, inter] : shapes) {
     const auto gate_up =
         both(cpu_, *gpu_, test::random_bf16_values(static_cast<size_t>(rows * 2 * inter), 9, 2.0f),

@@ -65,6 +65,61 @@ __global__ void __launch_bounds__(kThreads)
   quantize_tile(g, out + static_cast<int64_t>(blockIdx.x) * inter, scales + blockIdx.x, inter, vec, shared);
 }
 
+// silu_mul_fp8 for many rows longer than the register tiles of with_row_tile(n, rows) (Command-A's MLP, 36864
+// elements): a block of kLongThreads streams its row's gate and up in 16-byte chunks, keeps the bf16 activation
+// in shared memory (2 bytes an element: three of Command-A's rows per SM) and its largest magnitude, then
+// quantizes from there. Each thread reads back only the chunks it wrote. The same values, maximum and
+// arithmetic as silu_mul_fp8_kernel: the same bits. Rows of a multiple of 8 elements, 16-byte aligned.
+constexpr int kLongThreads = 256;
+constexpr int64_t kLongMaxElements = 49152;  // 96 KB of activation: two blocks per SM at least
+__global__ void __launch_bounds__(kLongThreads)
+    silu_mul_fp8_long_kernel(uint8_t* __restrict__ out, float* __restrict__ scales, const bf16* __restrict__ gate_up,
+                             int64_t inter) {
+  begin_dependent_kernel();
+  extern __shared__ uint4 act[];  // the row's activation, 8 bf16 per chunk
+  __shared__ float shared[kLongThreads / 32];
+  const bf16* gate = gate_up + static_cast<int64_t>(blockIdx.x) * 2 * inter;
+  const int chunks = static_cast<int>(inter / 8);
+  float amax = 0.0f;
+#pragma unroll 6
+  for (int c = threadIdx.x; c < chunks; c += kLongThreads) {
+    const uint4 g = *reinterpret_cast<const uint4*>(gate + 8 * c);
+    const uint4 u = *reinterpret_cast<const uint4*>(gate + inter + 8 * c);
+    const auto* gv = reinterpret_cast<const bf16*>(&g);
+    const auto* uv = reinterpret_cast<const bf16*>(&u);
+    uint4 r;
+    auto* rv = reinterpret_cast<bf16*>(&r);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      rv[j] = silu_mul_value(__bfloat162float(gv[j]), __bfloat162float(uv[j]));
+      amax = fmaxf(amax, fabsf(__bfloat162float(rv[j])));
+    }
+    act[c] = r;
+  }
+  const float scale = fp8::scale_for_amax(block_max<kLongThreads>(amax, shared));
+  if (threadIdx.x == 0) scales[blockIdx.x] = scale;
+  uint8_t* q = out + static_cast<int64_t>(blockIdx.x) * inter;
+#pragma unroll 4
+  for (int c = threadIdx.x; c < chunks; c += kLongThreads) {
+    const uint4 r = act[c];
+    const auto* rv = reinterpret_cast<const bf16*>(&r);
+    uint8_t codes[8];
+#pragma unroll
+    for (int j = 0; j < 8; j += 2) {
+      // quantize_tile_with_scale's arithmetic: one rounded division, then the hardware's e4m3 conversion.
+      const __nv_fp8x2_storage_t pair =
+          __nv_cvt_float2_to_fp8x2(make_float2(__fdiv_rn(__bfloat162float(rv[j]), scale),
+                                               __fdiv_rn(__bfloat162float(rv[j + 1]), scale)),
+                                   __NV_SATFINITE, __NV_E4M3);
+      codes[j] = static_cast<uint8_t>(pair & 0xFF);
+      codes[j + 1] = static_cast<uint8_t>(pair >> 8);
+    }
+    const uint2 packed{codes[0] | (codes[1] << 8) | (codes[2] << 16) | (static_cast<uint32_t>(codes[3]) << 24),
+                       codes[4] | (codes[5] << 8) | (codes[6] << 16) | (static_cast<uint32_t>(codes[7]) << 24)};
+    *reinterpret_cast<uint2*>(q + 8 * c) = packed;
+  }
+}
+
 bool aligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 __device__ __forceinline__ uint64_t load_relaxed(const unsigned long long* p) {
@@ -190,6 +245,16 @@ void launch_silu_mul_fp8_split(const SiluMulParams& p, cudaStream_t stream) {
 void launch_silu_mul_fp8(const SiluMulParams& p, cudaStream_t stream) {
   if (p.num_tokens <= 0) return;
   const bool vec = p.inter % 8 == 0 && aligned(p.out8) && aligned(p.gate_up);
+  if (vec && p.num_tokens >= kManyRows && p.inter > 256 * 8 * 8 && p.inter <= kLongMaxElements) {
+    static const bool configured = (cudaFuncSetAttribute(silu_mul_fp8_long_kernel,
+                                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                         static_cast<int>(kLongMaxElements * 2)),
+                                    true);
+    (void)configured;
+    launch_kernel(silu_mul_fp8_long_kernel, static_cast<unsigned>(p.num_tokens), kLongThreads,
+                  static_cast<size_t>(p.inter * 2), stream, p.out8, p.scales, p.gate_up, p.inter);
+    return;
+  }
   with_row_tile(p.inter, p.num_tokens, [&](auto threads, auto chunks) {
     launch_kernel(silu_mul_fp8_kernel<threads.value, chunks.value>, static_cast<unsigned>(p.num_tokens),
                   threads.value, 0, stream, p.out8, p.scales, p.gate_up, p.inter, vec);
