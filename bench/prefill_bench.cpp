@@ -9,6 +9,8 @@
 #include <fmt/format.h>
 
 #include <memory>
+#include <numeric>
+#include <vector>
 
 #include "backend/cuda/cuda_backend.h"
 #include "bench/bench_util.h"
@@ -166,7 +168,8 @@ void linear_point(const BenchModel& m, CudaBackend& backend, const BenchOptions&
 
 // The elementwise ops around a prefill chunk's matmuls, each alone at `num_tokens` rows, in the forms the model
 // runs (FP8 models: those that quantize for the next FP8 matmul): the SwiGLU that feeds down, the attention
-// output's quantization for o (FP8 only), and the residual adds with the next layer's norm. Each row: the time
+// output's quantization for o (FP8 only), the residual adds with the next layer's norm, and RoPE with the KV
+// store (a bf16 cache). Each row: the time
 // of one call (median over bursts of 10) and the bytes it reads and writes per second.
 void ops_point(const BenchModel& m, CudaBackend& backend, const BenchOptions& options, int64_t num_tokens,
                Report& report) {
@@ -218,6 +221,25 @@ void ops_point(const BenchModel& m, CudaBackend& backend, const BenchOptions& op
     measure(fmt::format("residual_layer_norm, {} tokens", t), fmt::format("3 x [{}, {}] -> h, x", t, hidden),
             t * 5 * hidden * bf, [&] { backend.residual_layer_norm(h, a, b, x, norm, eps); });
   }
+  // RoPE with the KV store, the sliding layers' form, into a bf16 cache holding the t tokens' slots: reads the
+  // qkv rows, writes the rotated q and k heads back and k and v into the cache.
+  const AttentionShape shape{c.num_heads, c.num_heads_kv, c.head_dim};
+  const int64_t kv_size = c.num_heads_kv * c.head_dim, blocks = (t + kBlockSize - 1) / kBlockSize;
+  Tensor qkv = backend.alloc(DType::kBF16, Shape{t, c.qkv_size()});
+  fill_random(backend, qkv, 0.0f, 1.0f);
+  KvStorage kv{backend.alloc(DType::kBF16, Shape{blocks, 1, 2 * kBlockSize, kv_size}), 1, kBlockSize};
+  std::vector<int32_t> pos(static_cast<size_t>(t));
+  std::vector<int64_t> slots(static_cast<size_t>(t));
+  std::iota(pos.begin(), pos.end(), 0);
+  std::iota(slots.begin(), slots.end(), 0);
+  const Tensor positions = backend.upload(pos.data(), DType::kI32, Shape{t});
+  const Tensor slot_mapping = backend.upload(slots.data(), DType::kI64, Shape{t});
+  const std::vector<float> freq = c.rope_inv_freq();
+  const Tensor inv_freq = backend.upload(freq.data(), DType::kF32, Shape{std::ssize(freq)});
+  measure(fmt::format("rope_store_kv, {} tokens", t),
+          fmt::format("[{}, {}] -> q, k in place, k, v cached", t, c.qkv_size()),
+          t * (c.qkv_size() + q + kv_size + 2 * kv_size) * bf,
+          [&] { backend.rope_store_kv(kv, 0, qkv, positions, inv_freq, slot_mapping, shape); });
 }
 
 }  // namespace
