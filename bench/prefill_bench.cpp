@@ -4,8 +4,7 @@
 // (query, key) pair the layer's mask allows, and the logits matmul of one row. Then the linear layers alone
 // for one chunk: every layer's four matmuls (qkv, o, gate_up, down) at the chunk's token count, as the
 // forward pass runs them, FLOPs 2 x parameters x tokens; and the elementwise ops between them (ops_point).
-// With --trace, one more run of each prompt under
-// CUPTI writes its kernels to PREFIX-prefill-<tokens>.csv.
+// With --trace, one more run of each prompt under CUPTI writes its kernels to PREFIX-prefill-<tokens>.csv.
 #include <fmt/format.h>
 
 #include <memory>
@@ -169,8 +168,8 @@ void linear_point(const BenchModel& m, CudaBackend& backend, const BenchOptions&
 // The elementwise ops around a prefill chunk's matmuls, each alone at `num_tokens` rows, in the forms the model
 // runs (FP8 models: those that quantize for the next FP8 matmul): the SwiGLU that feeds down, the attention
 // output's quantization for o (FP8 only), the residual adds with the next layer's norm, and RoPE with the KV
-// store (a bf16 cache). Each row: the time
-// of one call (median over bursts of 10) and the bytes it reads and writes per second.
+// store (a bf16 cache). Each row: the time of one call (median over bursts of 10) and the bytes it reads and
+// writes per second.
 void ops_point(const BenchModel& m, CudaBackend& backend, const BenchOptions& options, int64_t num_tokens,
                Report& report) {
   const ModelConfig& c = m.config;

@@ -245,7 +245,7 @@ void launch_silu_mul_fp8_split(const SiluMulParams& p, cudaStream_t stream) {
 void launch_silu_mul_fp8(const SiluMulParams& p, cudaStream_t stream) {
   if (p.num_tokens <= 0) return;
   const bool vec = p.inter % 8 == 0 && aligned(p.out8) && aligned(p.gate_up);
-  if (vec && p.num_tokens >= kManyRows && p.inter > 256 * 8 * 8 && p.inter <= kLongMaxElements) {
+  if (vec && p.num_tokens >= kManyRows && p.inter > kManyRowsMaxElements && p.inter <= kLongMaxElements) {
     static const bool configured = (cudaFuncSetAttribute(silu_mul_fp8_long_kernel,
                                                          cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                          static_cast<int>(kLongMaxElements * 2)),

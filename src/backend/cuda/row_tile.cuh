@@ -95,9 +95,10 @@ void with_row_tile(int64_t n, Launch&& launch) {
 // quantization ran at half the copy bandwidth). Longer rows keep 512 x 10. The tile shape does not change a
 // kernel's results.
 inline constexpr int64_t kManyRows = 512;
+inline constexpr int64_t kManyRowsMaxElements = 256 * 8 * 8;  // the longest row those tiles hold
 template <typename Launch>
 void with_row_tile(int64_t n, int64_t rows, Launch&& launch) {
-  if (rows < kManyRows || n > 256 * 8 * 8) {
+  if (rows < kManyRows || n > kManyRowsMaxElements) {
     with_row_tile(n, launch);
   } else if (n <= 256 * 2 * 8) {
     launch(std::integral_constant<int, 256>{}, std::integral_constant<int, 2>{});
