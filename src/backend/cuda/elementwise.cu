@@ -120,14 +120,8 @@ __global__ void silu_mul_kernel(bf16* out, const bf16* gate_up, int64_t num_toke
     const bf16* gate = gate_up + t * 2 * inter + j;
     bf16* o = out + t * inter + j;
     if constexpr (kPer == 8) {
-      const uint4 g = *reinterpret_cast<const uint4*>(gate), u = *reinterpret_cast<const uint4*>(gate + inter);
-      uint4 r;
-      const auto* gv = reinterpret_cast<const bf16*>(&g);
-      const auto* uv = reinterpret_cast<const bf16*>(&u);
-      auto* rv = reinterpret_cast<bf16*>(&r);
-#pragma unroll
-      for (int e = 0; e < 8; ++e) rv[e] = silu_mul_value(__bfloat162float(gv[e]), __bfloat162float(uv[e]));
-      *reinterpret_cast<uint4*>(o) = r;
+      *reinterpret_cast<uint4*>(o) =
+          silu_mul8(*reinterpret_cast<const uint4*>(gate), *reinterpret_cast<const uint4*>(gate + inter));
     } else {
       *o = silu_mul_value(__bfloat162float(gate[0]), __bfloat162float(gate[inter]));
     }

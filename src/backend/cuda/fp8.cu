@@ -83,17 +83,11 @@ __global__ void __launch_bounds__(kLongThreads)
   float amax = 0.0f;
 #pragma unroll 6
   for (int c = threadIdx.x; c < chunks; c += kLongThreads) {
-    const uint4 g = *reinterpret_cast<const uint4*>(gate + 8 * c);
-    const uint4 u = *reinterpret_cast<const uint4*>(gate + inter + 8 * c);
-    const auto* gv = reinterpret_cast<const bf16*>(&g);
-    const auto* uv = reinterpret_cast<const bf16*>(&u);
-    uint4 r;
-    auto* rv = reinterpret_cast<bf16*>(&r);
+    const uint4 r = silu_mul8(*reinterpret_cast<const uint4*>(gate + 8 * c),
+                              *reinterpret_cast<const uint4*>(gate + inter + 8 * c));
+    const auto* rv = reinterpret_cast<const bf16*>(&r);
 #pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      rv[j] = silu_mul_value(__bfloat162float(gv[j]), __bfloat162float(uv[j]));
-      amax = fmaxf(amax, fabsf(__bfloat162float(rv[j])));
-    }
+    for (int j = 0; j < 8; ++j) amax = fmaxf(amax, fabsf(__bfloat162float(rv[j])));
     act[c] = r;
   }
   const float scale = fp8::scale_for_amax(block_max<kLongThreads>(amax, shared));
@@ -104,18 +98,8 @@ __global__ void __launch_bounds__(kLongThreads)
     const uint4 r = act[c];
     const auto* rv = reinterpret_cast<const bf16*>(&r);
     uint8_t codes[8];
-#pragma unroll
-    for (int j = 0; j < 8; j += 2) {
-      // quantize_tile_with_scale's arithmetic: one rounded division, then the hardware's e4m3 conversion.
-      const __nv_fp8x2_storage_t pair =
-          __nv_cvt_float2_to_fp8x2(make_float2(__fdiv_rn(__bfloat162float(rv[j]), scale),
-                                               __fdiv_rn(__bfloat162float(rv[j + 1]), scale)),
-                                   __NV_SATFINITE, __NV_E4M3);
-      codes[j] = static_cast<uint8_t>(pair & 0xFF);
-      codes[j + 1] = static_cast<uint8_t>(pair >> 8);
-    }
-    const uint2 packed{codes[0] | (codes[1] << 8) | (codes[2] << 16) | (static_cast<uint32_t>(codes[3]) << 24),
-                       codes[4] | (codes[5] << 8) | (codes[6] << 16) | (static_cast<uint32_t>(codes[7]) << 24)};
+    encode_e4m3x8([&](int j) { return __bfloat162float(rv[j]); }, scale, codes);
+    const uint2 packed = pack_codes8(codes);
     *reinterpret_cast<uint2*>(q + 8 * c) = packed;
   }
 }

@@ -109,6 +109,26 @@ void with_row_tile(int64_t n, int64_t rows, Launch&& launch) {
   }
 }
 
+// Eight values (value(j), j < 8, as f32) quantized with `scale`: one rounded division each (as the CPU reference),
+// then the hardware's e4m3 conversion: round to nearest even, saturating to +-448, NaN kept (core/fp8.h's
+// e4m3_from_float; the quantize test checks the bits).
+template <typename Value>
+__device__ __forceinline__ void encode_e4m3x8(Value value, float scale, uint8_t (&codes)[8]) {
+#pragma unroll
+  for (int j = 0; j < 8; j += 2) {
+    const __nv_fp8x2_storage_t pair = __nv_cvt_float2_to_fp8x2(
+        make_float2(__fdiv_rn(value(j), scale), __fdiv_rn(value(j + 1), scale)), __NV_SATFINITE, __NV_E4M3);
+    codes[j] = static_cast<uint8_t>(pair & 0xFF);
+    codes[j + 1] = static_cast<uint8_t>(pair >> 8);
+  }
+}
+
+// Eight codes as one 8-byte store's worth, the first in the lowest byte.
+__device__ __forceinline__ uint2 pack_codes8(const uint8_t (&codes)[8]) {
+  return uint2{codes[0] | (codes[1] << 8) | (codes[2] << 16) | (static_cast<uint32_t>(codes[3]) << 24),
+               codes[4] | (codes[5] << 8) | (codes[6] << 16) | (static_cast<uint32_t>(codes[7]) << 24)};
+}
+
 // Writes the n codes of a block's row tile quantized with `scale` (core/fp8.h's arithmetic).
 template <int kThreads, int kChunks>
 __device__ void quantize_tile_with_scale(const RowTile<kThreads, kChunks>& y, uint8_t* q, float scale, int64_t n,
@@ -117,22 +137,11 @@ __device__ void quantize_tile_with_scale(const RowTile<kThreads, kChunks>& y, ui
   for (int c = 0; c < kChunks; ++c) {
     const int64_t i = RowTile<kThreads, kChunks>::index(c);
     if (i >= n) break;
-    // One rounded division (as the CPU reference), then the hardware's e4m3 conversion: round to nearest
-    // even, saturating to +-448, NaN kept (core/fp8.h's e4m3_from_float; the quantize test checks the bits).
     uint8_t codes[8];
-#pragma unroll
-    for (int j = 0; j < 8; j += 2) {
-      const __nv_fp8x2_storage_t pair = __nv_cvt_float2_to_fp8x2(
-          make_float2(__fdiv_rn(y.at(c, j), scale), __fdiv_rn(y.at(c, j + 1), scale)), __NV_SATFINITE, __NV_E4M3);
-      codes[j] = static_cast<uint8_t>(pair & 0xFF);
-      codes[j + 1] = static_cast<uint8_t>(pair >> 8);
-    }
+    encode_e4m3x8([&](int j) { return y.at(c, j); }, scale, codes);
     if (vec) {
       if (i < n) {
-        uint2 packed;
-        packed.x = codes[0] | (codes[1] << 8) | (codes[2] << 16) | (static_cast<uint32_t>(codes[3]) << 24);
-        packed.y = codes[4] | (codes[5] << 8) | (codes[6] << 16) | (static_cast<uint32_t>(codes[7]) << 24);
-        *reinterpret_cast<uint2*>(q + i) = packed;
+        *reinterpret_cast<uint2*>(q + i) = pack_codes8(codes);
       }
     } else {
 #pragma unroll
