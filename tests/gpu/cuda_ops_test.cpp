@@ -5,6 +5,7 @@
 #include <cstring>
 #include <numeric>
 #include <random>
+#include <string>
 
 #include "core/error.h"
 #include "gpu_test_util.h"
@@ -266,6 +267,45 @@ TEST_F(CudaOps, FusedRopeAndFp8KvStoreQuantizesTheRotatedRows) {
   EXPECT_EQ(got, want);
   EXPECT_EQ(std::count(empty.begin(), empty.end(), uint8_t{0}), static_cast<std::ptrdiff_t>(empty.size()));
   EXPECT_NE(got, empty);
+}
+
+// The fused RoPE + KV store and the KV store alone give the same bits on every path: rows 4 bytes off a 16-byte
+// boundary (one pair per thread, scalar copies) against the same rows aligned (16-byte chunks), for both cache
+// dtypes. The rotation is written out with its rounding, so no path may round it otherwise.
+TEST_F(CudaOps, RopeAndKvStoreGiveTheSameBitsOnEveryPath) {
+  const RopeStoreCase c = rope_store_case(13);
+  const AttentionShape& shape = c.shape;
+  const std::vector<float> values = test::to_f32(*gpu_, c.qkv.gpu);
+  std::vector<float> shifted(values.size() + 8, 0.0f);
+  std::copy(values.begin(), values.end(), shifted.begin() + 2);
+  for (const bool fp8 : {false, true}) {
+    for (const bool rope : {true, false}) {
+      const std::string what = std::string(fp8 ? "FP8" : "bf16") + (rope ? " cache, RoPE + store" : " cache, store");
+      const Tensor aligned = gpu_->upload_as(values.data(), DType::kF32, Shape{c.tokens, c.row}, DType::kBF16);
+      const Tensor buffer =
+          gpu_->upload_as(shifted.data(), DType::kF32, Shape{static_cast<int64_t>(shifted.size())}, DType::kBF16);
+      Tensor off = buffer;  // the same rows from element 2 of the buffer: 4-byte aligned, not 16
+      off.data = static_cast<char*>(buffer.data) + 2 * dtype_size(DType::kBF16);
+      off.shape = Shape{c.tokens, c.row};
+      ASSERT_NE(reinterpret_cast<uintptr_t>(off.data) % 16, 0u);
+      KvStorage kv_aligned = test::make_kv(*gpu_, fp8, c.blocks, c.layers, c.block_size, shape);
+      KvStorage kv_off = test::make_kv(*gpu_, fp8, c.blocks, c.layers, c.block_size, shape);
+      const std::vector<uint8_t> empty = test::kv_bytes(*gpu_, kv_aligned);
+      if (rope) {
+        gpu_->rope_store_kv(kv_aligned, c.layer, aligned, c.pos.gpu, c.freq.gpu, c.slots.gpu, shape);
+        gpu_->rope_store_kv(kv_off, c.layer, off, c.pos.gpu, c.freq.gpu, c.slots.gpu, shape);
+      } else {
+        gpu_->store_kv(kv_aligned, c.layer, aligned, c.slots.gpu, shape);
+        gpu_->store_kv(kv_off, c.layer, off, c.slots.gpu, shape);
+      }
+      const std::vector<float> rows = test::to_f32(*gpu_, aligned);
+      EXPECT_EQ(rows, test::to_f32(*gpu_, off)) << what;
+      EXPECT_EQ(rows != values, rope) << what << ": RoPE rotates the rows in place, the store leaves them";
+      const std::vector<uint8_t> stored = test::kv_bytes(*gpu_, kv_aligned);
+      EXPECT_EQ(stored, test::kv_bytes(*gpu_, kv_off)) << what;
+      EXPECT_NE(stored, empty) << what;
+    }
+  }
 }
 
 // SwiGLU on rows of 16-byte chunks (R7B's MLP; 70000 rows of 8, past the 65535 rows one launch's grid spans)

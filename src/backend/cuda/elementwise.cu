@@ -2,6 +2,7 @@
 // with RoPE: the forward pass uses the fused one), SiLU-multiply and add. One pass each.
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "backend/cuda/activation.cuh"
 #include "backend/cuda/kernels.h"
@@ -48,17 +49,37 @@ __global__ void store_kv_kernel(bf16* cache, const bf16* qkv, const int64_t* slo
   const int64_t slot = slot_mapping[t];
   if (slot < 0) return;  // padding
   const int64_t block = slot / block_size, offset = slot % block_size;
-  const bf16* k = qkv + t * row_size + q_size;
-  for (int64_t i = threadIdx.x; i < 2 * kv_size; i += blockDim.x) {
-    const int64_t kv = i / kv_size, e = i % kv_size;  // kv 0: K, 1: V (V follows K in the qkv row)
-    cache[(((block * num_layers + layer) * 2 + kv) * block_size + offset) * kv_size + e] = k[i];
+  const bf16* k = qkv + t * row_size + q_size;  // V follows K in the qkv row
+  bf16* k_dst = cache + ((block * num_layers + layer) * 2 * block_size + offset) * kv_size;
+  bf16* v_dst = k_dst + block_size * kv_size;  // V's block_size rows follow K's
+  const int n = static_cast<int>(kv_size);
+  if (n % 8 == 0 && reinterpret_cast<uintptr_t>(k) % 16 == 0 && reinterpret_cast<uintptr_t>(k_dst) % 16 == 0) {
+    for (int i = static_cast<int>(threadIdx.x); i < n / 4; i += blockDim.x) {  // 16-byte chunks of K, then V
+      const bool is_k = i < n / 8;
+      reinterpret_cast<uint4*>(is_k ? k_dst : v_dst)[is_k ? i : i - n / 8] = reinterpret_cast<const uint4*>(k)[i];
+    }
+  } else {
+    for (int i = static_cast<int>(threadIdx.x); i < 2 * n; i += blockDim.x) (i < n ? k_dst : v_dst)[i % n] = k[i];
   }
+}
+
+// A pair (x0, x1) rotated by (c, s), each component as one FMA onto a rounded product: x0 c - x1 s as
+// fma(x0, c, -round(x1 s)), x1 c + x0 s as fma(x0, s, round(x1 c)). Written out so that every path of the
+// kernel rounds alike: from PTX's plain mul and sub, ptxas may fuse either product, and chose differently in
+// two loops of one kernel (which changed a greedy id in the GPU tests). This is the rounding the kernel's
+// one-pair-per-thread form compiled to before, checked bit for bit on an H100.
+__device__ __forceinline__ __nv_bfloat162 rotate_pair(float2 x, float2 cs) {
+  return __floats2bfloat162_rn(__fmaf_rn(x.x, cs.x, -__fmul_rn(x.y, cs.y)),
+                               __fmaf_rn(x.x, cs.y, __fmul_rn(x.y, cs.x)));
 }
 
 // One block per token: the token's cos/sin table first (one sincosf per frequency, shared by all heads), then
 // every q and k pair rotated in place, the rotated k and the v heads written to the cache. kFp8: after a
-// barrier, the rotated k and the v heads quantized into the FP8 cache (store_token_kv_fp8).
-template <bool kFp8>
+// barrier, the rotated k and the v heads quantized into the FP8 cache (store_token_kv_fp8). kVec (head_dim a
+// multiple of 8 dividing 8 kThreads, 16-byte aligned rows): each thread takes 4 pairs (16 bytes) at a time,
+// always the same 4 of a head (the block's stride is a multiple of a head's pairs), so it reads their cos / sin
+// once, and indexes with 32-bit arithmetic.
+template <bool kFp8, bool kVec>
 __global__ void rope_store_kv_kernel(const __grid_constant__ KvStoreParams p) {
   extern __shared__ float2 cos_sin[];  // [D / 2]
   const int64_t t = blockIdx.x, half = p.head_dim / 2, d = p.head_dim;
@@ -79,16 +100,31 @@ __global__ void rope_store_kv_kernel(const __grid_constant__ KvStoreParams p) {
                                  : p.cache + ((slot / p.block_size * p.num_layers + p.layer) * 2 * p.block_size +
                                               slot % p.block_size) * kv_size;
   const int64_t num_pairs = (p.num_heads + p.num_heads_kv) * half;
-  // Unrolled so that several pairs' loads are in flight at once: at decode sizes this one block per token
-  // waits on memory latency, not bandwidth.
+  if constexpr (kVec) {
+    const int j = static_cast<int>((4 * threadIdx.x) % half);  // the thread's first pair in a head
+    const float2 cs[4] = {cos_sin[j], cos_sin[j + 1], cos_sin[j + 2], cos_sin[j + 3]};
+    const int chunks = static_cast<int>(num_pairs / 4), q_chunks = static_cast<int>(q_size / 8);
 #pragma unroll 4
-  for (int64_t i = threadIdx.x; i < num_pairs; i += blockDim.x) {
-    const float2 cs = cos_sin[i % half];
-    __nv_bfloat162* pair = reinterpret_cast<__nv_bfloat162*>(row) + i;
-    const float2 x = __bfloat1622float2(*pair);
-    const __nv_bfloat162 y = __floats2bfloat162_rn(x.x * cs.x - x.y * cs.y, x.y * cs.x + x.x * cs.y);
-    *pair = y;
-    if (k_dst && 2 * i >= q_size) reinterpret_cast<__nv_bfloat162*>(k_dst)[i - q_size / 2] = y;
+    for (int i = static_cast<int>(threadIdx.x); i < chunks; i += kThreads) {
+      uint4 v = reinterpret_cast<const uint4*>(row)[i];
+      auto* x = reinterpret_cast<__nv_bfloat162*>(&v);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) x[e] = rotate_pair(__bfloat1622float2(x[e]), cs[e]);
+      reinterpret_cast<uint4*>(row)[i] = v;
+      if (k_dst && i >= q_chunks) reinterpret_cast<uint4*>(k_dst)[i - q_chunks] = v;
+    }
+  } else {
+    // Unrolled so that several pairs' loads are in flight at once: at decode sizes this one block per token
+    // waits on memory latency, not bandwidth.
+#pragma unroll 4
+    for (int64_t i = threadIdx.x; i < num_pairs; i += blockDim.x) {
+      const float2 cs = cos_sin[i % half];
+      __nv_bfloat162* pair = reinterpret_cast<__nv_bfloat162*>(row) + i;
+      const float2 x = __bfloat1622float2(*pair);
+      const __nv_bfloat162 y = rotate_pair(x, cs);
+      *pair = y;
+      if (k_dst && 2 * i >= q_size) reinterpret_cast<__nv_bfloat162*>(k_dst)[i - q_size / 2] = y;
+    }
   }
   if constexpr (kFp8) {
     if (slot < 0) return;  // padding (uniform over the block)
@@ -101,9 +137,15 @@ __global__ void rope_store_kv_kernel(const __grid_constant__ KvStoreParams p) {
   if (!k_dst) return;
   const bf16* v = row + q_size + kv_size;
   bf16* v_dst = k_dst + p.block_size * kv_size;  // V follows K's block_size rows
+  if constexpr (kVec) {
+    for (int i = static_cast<int>(threadIdx.x); i < static_cast<int>(kv_size / 8); i += kThreads) {
+      reinterpret_cast<uint4*>(v_dst)[i] = reinterpret_cast<const uint4*>(v)[i];
+    }
+  } else {
 #pragma unroll 4
-  for (int64_t i = threadIdx.x; i < kv_size / 2; i += blockDim.x) {
-    reinterpret_cast<__nv_bfloat162*>(v_dst)[i] = reinterpret_cast<const __nv_bfloat162*>(v)[i];
+    for (int64_t i = threadIdx.x; i < kv_size / 2; i += blockDim.x) {
+      reinterpret_cast<__nv_bfloat162*>(v_dst)[i] = reinterpret_cast<const __nv_bfloat162*>(v)[i];
+    }
   }
 }
 
@@ -165,10 +207,19 @@ void launch_store_kv(const KvStoreParams& p, cudaStream_t stream) {
 void launch_rope_store_kv(const KvStoreParams& p, cudaStream_t stream) {
   if (p.num_tokens == 0) return;
   const size_t smem = sizeof(float2) * static_cast<size_t>(p.head_dim / 2);
+  const bool vec = p.head_dim % 8 == 0 && (8 * kThreads) % p.head_dim == 0 &&
+                   reinterpret_cast<uintptr_t>(p.qkv) % 16 == 0 &&
+                   (p.cache == nullptr || reinterpret_cast<uintptr_t>(p.cache) % 16 == 0);
+  const auto launch = [&](auto fp8, auto vec_) {
+    launch_kernel(rope_store_kv_kernel<fp8.value, vec_.value>, static_cast<unsigned>(p.num_tokens), kThreads, smem,
+                  stream, p);
+  };
+  using Yes = std::true_type;
+  using No = std::false_type;
   if (p.codes != nullptr) {
-    launch_kernel(rope_store_kv_kernel<true>, static_cast<unsigned>(p.num_tokens), kThreads, smem, stream, p);
+    vec ? launch(Yes{}, Yes{}) : launch(Yes{}, No{});
   } else {
-    launch_kernel(rope_store_kv_kernel<false>, static_cast<unsigned>(p.num_tokens), kThreads, smem, stream, p);
+    vec ? launch(No{}, Yes{}) : launch(No{}, No{});
   }
 }
 
