@@ -116,6 +116,10 @@ class CudaBackend final : public Backend {
   // take their stream's share of the SMs (cuda::fp8_wgmma_stream_sms; on, the default) or every SM; for
   // benchmarks measuring the difference.
   void set_fp8_wgmma_stream_shares(bool on) { fp8_wgmma_stream_shares_ = on; }
+  // Whether cuBLASLt's FP8 matmuls accumulate in the tensor cores alone (CUBLASLT_MATMUL_DESC_FAST_ACCUM:
+  // faster, sums kept to fewer bits) or promote partial sums to f32 as they go (off, the default); for
+  // benchmarks measuring the difference. Plans are kept per setting.
+  void set_fp8_fast_accum(bool on) { fp8_fast_accum_ = on; }
   // Forces the small-batch kernel's shape `variant` (tests, benchmarks; -1: the streaming kernel, its stages
   // chosen per matrix, the default; -2: the register-fed kernel for every matrix, its shape chosen per matrix;
   // kernels.h, Fp8SmallMatmul::variant). Returns how many variants there are.
@@ -177,6 +181,7 @@ class CudaBackend final : public Backend {
   int decode_ctas_per_sm_ = 0;
   bool fp8_kv_prefill_dequantize_ = true;
   bool fp8_wgmma_stream_shares_ = true;
+  bool fp8_fast_accum_ = false;
   bool side_forked_ = false;  // between side_begin and side_join: the side stream's work runs beside the main's
   // Ops go to stream_ (with workspace_ for cuBLASLt): the main stream's, or the side stream's between
   // side_begin() and side_end().
@@ -213,7 +218,7 @@ class CudaBackend final : public Backend {
   cudaEvent_t staging_done_[kStagingSlots] = {};
   int staging_next_ = 0;
   // By (n, t, k, output type); cleared in the destructor before lt_ goes.
-  std::map<std::tuple<int64_t, int64_t, int64_t, int, bool>, std::unique_ptr<MatmulPlan>> matmul_plans_;
+  std::map<std::tuple<int64_t, int64_t, int64_t, int, bool, bool>, std::unique_ptr<MatmulPlan>> matmul_plans_;
 };
 
 }  // namespace tide

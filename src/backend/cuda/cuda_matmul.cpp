@@ -20,7 +20,8 @@ namespace tide {
 // FP8 plans (fp8): A = w8 and B = x8 in E4M3 with outer-vector f32 scales (A's one per weight row, B's one per
 // token); the scale pointers are set on the descriptor at each call.
 CudaBackend::MatmulPlan& CudaBackend::matmul_plan(int64_t t, int64_t k, int64_t n, cudaDataType_t out_type, bool fp8) {
-  const auto key = std::make_tuple(n, t, k, static_cast<int>(out_type), fp8);
+  const bool fast_accum = fp8 && fp8_fast_accum_;
+  const auto key = std::make_tuple(n, t, k, static_cast<int>(out_type), fp8, fast_accum);
   auto it = matmul_plans_.find(key);
   if (it != matmul_plans_.end()) return *it->second;
 
@@ -38,6 +39,8 @@ CudaBackend::MatmulPlan& CudaBackend::matmul_plan(int64_t t, int64_t k, int64_t 
     const void* placeholder = workspace_;
     TIDE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &placeholder, sizeof placeholder));
     TIDE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &placeholder, sizeof placeholder));
+    const int8_t fast = fast_accum ? 1 : 0;
+    TIDE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof fast));
   }
   const cudaDataType_t in_type = fp8 ? CUDA_R_8F_E4M3 : CUDA_R_16BF;
   TIDE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->a, in_type, static_cast<uint64_t>(k), static_cast<uint64_t>(n), k));
