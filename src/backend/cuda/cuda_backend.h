@@ -217,7 +217,7 @@ class CudaBackend final : public Backend {
   void* staging_ = nullptr;
   cudaEvent_t staging_done_[kStagingSlots] = {};
   int staging_next_ = 0;
-  // By (n, t, k, output type); cleared in the destructor before lt_ goes.
+  // By (n, t, k, output type, FP8, fast accumulation); cleared in the destructor before lt_ goes.
   std::map<std::tuple<int64_t, int64_t, int64_t, int, bool, bool>, std::unique_ptr<MatmulPlan>> matmul_plans_;
 };
 

@@ -99,8 +99,7 @@ __global__ void __launch_bounds__(kLongThreads)
     const auto* rv = reinterpret_cast<const bf16*>(&r);
     uint8_t codes[8];
     encode_e4m3x8([&](int j) { return __bfloat162float(rv[j]); }, scale, codes);
-    const uint2 packed = pack_codes8(codes);
-    *reinterpret_cast<uint2*>(q + 8 * c) = packed;
+    *reinterpret_cast<uint2*>(q + 8 * c) = pack_codes8(codes);
   }
 }
 
