@@ -271,7 +271,8 @@ TEST_F(CudaOps, FusedRopeAndFp8KvStoreQuantizesTheRotatedRows) {
 
 // The fused RoPE + KV store and the KV store alone give the same bits on every path: rows 4 bytes off a 16-byte
 // boundary (one pair per thread, scalar copies) against the same rows aligned (16-byte chunks), for both cache
-// dtypes. The rotation is written out with its rounding, so no path may round it otherwise.
+// dtypes; Backend::rope alone rotates to the same bits. The rotation is written out with its rounding, so no
+// path may round it otherwise.
 TEST_F(CudaOps, RopeAndKvStoreGiveTheSameBitsOnEveryPath) {
   const RopeStoreCase c = rope_store_case(13);
   const AttentionShape& shape = c.shape;
@@ -300,6 +301,11 @@ TEST_F(CudaOps, RopeAndKvStoreGiveTheSameBitsOnEveryPath) {
       }
       const std::vector<float> rows = test::to_f32(*gpu_, aligned);
       EXPECT_EQ(rows, test::to_f32(*gpu_, off)) << what;
+      if (rope) {  // Backend::rope alone rotates the q and k heads to the same bits
+        const Tensor alone = gpu_->upload_as(values.data(), DType::kF32, Shape{c.tokens, c.row}, DType::kBF16);
+        gpu_->rope(alone, c.pos.gpu, c.freq.gpu, shape.num_heads + shape.num_heads_kv);
+        EXPECT_EQ(rows, test::to_f32(*gpu_, alone)) << what << ", Backend::rope";
+      }
       EXPECT_EQ(rows != values, rope) << what << ": RoPE rotates the rows in place, the store leaves them";
       const std::vector<uint8_t> stored = test::kv_bytes(*gpu_, kv_aligned);
       EXPECT_EQ(stored, test::kv_bytes(*gpu_, kv_off)) << what;

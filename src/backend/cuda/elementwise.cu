@@ -23,6 +23,16 @@ __global__ void copy_rows_kernel(bf16* out, const bf16* src, const int32_t* inde
   for (int64_t i = threadIdx.x; i < hidden; i += blockDim.x) out[row * hidden + i] = from[i];
 }
 
+// A pair (x0, x1) rotated by (c, s), each component as one FMA onto a rounded product: x0 c - x1 s as
+// fma(x0, c, -round(x1 s)), x1 c + x0 s as fma(x0, s, round(x1 c)). Written out so that every path of the
+// kernel rounds alike: from PTX's plain mul and sub, ptxas may fuse either product, and chose differently in
+// two loops of one kernel (which changed a greedy id in the GPU tests). This is the rounding the kernel's
+// one-pair-per-thread form compiled to before, checked bit for bit on an H100.
+__device__ __forceinline__ __nv_bfloat162 rotate_pair(float2 x, float2 cs) {
+  return __floats2bfloat162_rn(__fmaf_rn(x.x, cs.x, -__fmul_rn(x.y, cs.y)),
+                               __fmaf_rn(x.x, cs.y, __fmul_rn(x.y, cs.x)));
+}
+
 __global__ void rope_kernel(bf16* qkv, const int32_t* positions, const float* inv_freq, int64_t row_size,
                             int64_t num_rope_heads, int64_t head_dim) {
   begin_dependent_kernel();
@@ -35,9 +45,10 @@ __global__ void rope_kernel(bf16* qkv, const int32_t* positions, const float* in
     float s, c;
     sincosf(pos * inv_freq[j], &s, &c);  // f32 angle, as the reference computes it
     bf16* pair = row + h * head_dim + 2 * j;
-    const float x0 = __bfloat162float(pair[0]), x1 = __bfloat162float(pair[1]);
-    pair[0] = __float2bfloat16(x0 * c - x1 * s);
-    pair[1] = __float2bfloat16(x1 * c + x0 * s);
+    const __nv_bfloat162 y = rotate_pair(make_float2(__bfloat162float(pair[0]), __bfloat162float(pair[1])),
+                                         make_float2(c, s));
+    pair[0] = y.x;
+    pair[1] = y.y;
   }
 }
 
@@ -61,16 +72,6 @@ __global__ void store_kv_kernel(bf16* cache, const bf16* qkv, const int64_t* slo
   } else {
     for (int i = static_cast<int>(threadIdx.x); i < 2 * n; i += blockDim.x) (i < n ? k_dst : v_dst)[i % n] = k[i];
   }
-}
-
-// A pair (x0, x1) rotated by (c, s), each component as one FMA onto a rounded product: x0 c - x1 s as
-// fma(x0, c, -round(x1 s)), x1 c + x0 s as fma(x0, s, round(x1 c)). Written out so that every path of the
-// kernel rounds alike: from PTX's plain mul and sub, ptxas may fuse either product, and chose differently in
-// two loops of one kernel (which changed a greedy id in the GPU tests). This is the rounding the kernel's
-// one-pair-per-thread form compiled to before, checked bit for bit on an H100.
-__device__ __forceinline__ __nv_bfloat162 rotate_pair(float2 x, float2 cs) {
-  return __floats2bfloat162_rn(__fmaf_rn(x.x, cs.x, -__fmul_rn(x.y, cs.y)),
-                               __fmaf_rn(x.x, cs.y, __fmul_rn(x.y, cs.x)));
 }
 
 // One block per token: the token's cos/sin table first (one sincosf per frequency, shared by all heads), then
