@@ -92,7 +92,7 @@ void decode_point(const BenchModel& m, const BenchOptions& options, int64_t num_
 
   // Fresh backend per point: its allocator's cached blocks (this point's KV) are freed with it.
   auto backend = std::make_unique<CudaBackend>();
-  backend->set_fp8_fast_accum(options.fp8_fast_accum);
+  backend->set_fp8_fast_accum(!options.fp8_exact_accum);
   if (baseline == Baseline::kCublasFp8) {
     backend->set_fp8_small_matmul_max_tokens(0);
     backend->set_fp8_wgmma_matmul_max_tokens(0);

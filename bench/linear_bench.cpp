@@ -84,7 +84,7 @@ void linear_point(const BenchModel& m, CudaBackend& backend, const BenchOptions&
 
 void run_linear(const BenchModel& m, const BenchOptions& options, Report& report) {
   auto backend = std::make_unique<CudaBackend>();
-  backend->set_fp8_fast_accum(options.fp8_fast_accum);
+  backend->set_fp8_fast_accum(!options.fp8_exact_accum);
   backend->set_fp8_small_matmul_variant(options.fp8_variant);
   const bool fp8 = m.weights.layers.front().qkv.fp8();
   for (int64_t num_tokens : options.linear_tokens) {

@@ -161,9 +161,9 @@ int main(int argc, char** argv) {
   app.add_option("--fp8-wgmma-max-tokens", flags.options.fp8_wgmma_max_tokens,
                  "decode: FP8 matmuls of up to this many tokens run on tide's wgmma kernel, 0 to 256 (-1: the default's tile widths)")
       ->check(CLI::Range(-1, 256));
-  app.add_flag("--fp8-fast-accum", flags.options.fp8_fast_accum,
-               "decode, linear and prefill: cuBLASLt's FP8 matmuls accumulate in the tensor cores alone "
-               "(CUBLASLT_MATMUL_DESC_FAST_ACCUM)");
+  app.add_flag("--fp8-exact-accum", flags.options.fp8_exact_accum,
+               "decode, linear and prefill: cuBLASLt's FP8 matmuls promote their sums to f32 as they go, "
+               "instead of the engine's fast accumulation (CUBLASLT_MATMUL_DESC_FAST_ACCUM)");
   app.add_flag_callback(
       "--no-stream-shares", [&flags] { flags.options.fp8_wgmma_stream_shares = false; },
       "decode: every wgmma FP8 matmul takes every SM, not its stream's share while both streams run");

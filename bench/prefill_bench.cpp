@@ -247,7 +247,7 @@ void run_prefill(const BenchModel& m, const BenchOptions& options, Report& repor
   // One backend for all lengths: a single sequence's KV and one chunk's activations are small next to the
   // weights; dropping the backend afterwards returns its cached blocks.
   auto backend = std::make_unique<CudaBackend>();
-  backend->set_fp8_fast_accum(options.fp8_fast_accum);
+  backend->set_fp8_fast_accum(!options.fp8_exact_accum);
   if (options.bf16_small_max_tokens >= 0) backend->set_bf16_small_matmul_max_tokens(options.bf16_small_max_tokens);
   backend->set_fp8_kv_prefill_dequantize(!options.fp8_kv_codes);
   const Cohere2Model model(m.config, m.weights, *backend);

@@ -45,8 +45,9 @@ struct BenchOptions {
   // prefill over an FP8 cache (fp8_kv): the FP8 attention kernels on the codes instead of the blocks dequantized
   // into bf16 scratch (CudaBackend::set_fp8_kv_prefill_dequantize), for A/B runs
   bool fp8_kv_codes = false;
-  // decode, linear and prefill: cuBLASLt's FP8 matmuls with fast accumulation (CudaBackend::set_fp8_fast_accum)
-  bool fp8_fast_accum = false;
+  // decode, linear and prefill: cuBLASLt's FP8 matmuls promote their sums to f32 as they go instead of the
+  // engine's fast accumulation (CudaBackend::set_fp8_fast_accum), for A/B runs
+  bool fp8_exact_accum = false;
   bool baselines = true;  // decode: also each point without PDL, without overlap and with cuBLASLt's FP8
   std::vector<std::string> sections{"ceilings", "linear", "decode", "prefill", "attention", "sampling"};
 
