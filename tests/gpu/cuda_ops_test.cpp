@@ -301,7 +301,7 @@ TEST_F(CudaOps, RopeAndKvStoreGiveTheSameBitsOnEveryPath) {
       }
       const std::vector<float> rows = test::to_f32(*gpu_, aligned);
       EXPECT_EQ(rows, test::to_f32(*gpu_, off)) << what;
-      if (rope) {  // Backend::rope alone rotates the q and k heads to the same bits
+      if (rope && !fp8) {  // Backend::rope alone rotates the q and k heads to the same bits (no cache involved)
         const Tensor alone = gpu_->upload_as(values.data(), DType::kF32, Shape{c.tokens, c.row}, DType::kBF16);
         gpu_->rope(alone, c.pos.gpu, c.freq.gpu, shape.num_heads + shape.num_heads_kv);
         EXPECT_EQ(rows, test::to_f32(*gpu_, alone)) << what << ", Backend::rope";
